@@ -1,0 +1,58 @@
+// gpufrac's entry point: argument dispatch to the subcommands, and the one place where a
+// command's UsageError / RuntimeFailure becomes "gpufrac: message" and an exit code.
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand's name
+};
+
+// One line per subcommand, in the order `gpufrac --help` lists them.
+const std::vector<Command> kCommands = {
+};
+
+void print_help() {
+  std::cout << "gpufrac: serve many lightly used LLMs on few GPUs, each model on a fraction of a\n"
+               "GPU (a share of the SMs through MPS and a hard memory cap), and measure what that\n"
+               "costs in latency and saves in money.\n\nUsage: gpufrac COMMAND [OPTIONS]\n\n"
+               "Commands:\n";
+  for (const Command& c : kCommands) {
+    std::cout << "  " << c.name << std::string(12 - std::min<size_t>(11, c.name.size()), ' ')
+              << c.summary << "\n";
+  }
+  std::cout << "\nRun 'gpufrac COMMAND --help' for a command's options and examples.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    print_help();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string_view name = argv[1];
+  for (const Command& c : kCommands) {
+    if (c.name != name) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const gpufrac::UsageError& e) {
+      std::cerr << "gpufrac " << name << ": " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "gpufrac " << name << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "gpufrac: unknown command '" << name << "' (run 'gpufrac --help' for the list)\n";
+  return 2;
+}
