@@ -1,0 +1,162 @@
+#include "common/http_server.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/http_client.h"
+#include "common/json.h"
+
+namespace gpufrac {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sends raw bytes and reads until the server closes or `timeout` passes.
+std::string raw_exchange(int port, const std::string& wire, int timeout_ms = 2000) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) out.append(buffer, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+class HttpServerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    HttpServerOptions options;
+    options.max_body_bytes = 1000;
+    server_ = std::make_unique<HttpServer>(options);
+    server_->route("GET", "/health", [](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+      r->send(200, "text/plain", "ok");
+    });
+    server_->route("POST", "/echo", [](const HttpRequest& req, std::shared_ptr<HttpResponse> r) {
+      r->send(200, "application/json", req.body);
+    });
+    server_->route("GET", "/stream", [this](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+      r->on_disconnect([this] { disconnects_++; });
+      r->start_stream(200, "text/event-stream");
+      // Answer from another thread, as the engine does.
+      std::thread([r] {
+        for (int i = 0; i < 5; ++i) {
+          r->write("data: " + std::to_string(i) + "\n\n");
+          std::this_thread::sleep_for(1ms);
+        }
+        r->write("data: [DONE]\n\n");
+        r->end();
+      }).detach();
+    });
+    server_->route("GET", "/forever", [this](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+      r->on_disconnect([this] { disconnects_++; });
+      r->start_stream(200, "text/event-stream");
+      std::thread([r, this] {
+        while (r->write("data: tick\n\n")) std::this_thread::sleep_for(2ms);
+        writes_refused_++;
+      }).detach();
+    });
+    server_->start();
+    base_ = "http://127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  std::string base_;
+  std::atomic<int> disconnects_{0};
+  std::atomic<int> writes_refused_{0};
+};
+
+TEST_F(HttpServerTest, CompleteAndEchoResponses) {
+  HttpReply health = http_get(base_ + "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok");
+  HttpReply echo = http_post_json(base_ + "/echo", R"({"a":1})");
+  EXPECT_EQ(echo.status, 200);
+  EXPECT_EQ(echo.body, R"({"a":1})");
+}
+
+TEST_F(HttpServerTest, StreamsChunksFromAnotherThread) {
+  HttpReply reply = http_get(base_ + "/stream");
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body,
+            "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\ndata: [DONE]\n\n");
+  EXPECT_EQ(disconnects_.load(), 0);
+}
+
+TEST_F(HttpServerTest, ClientDisconnectRunsCallbackAndRefusesWrites) {
+  HttpReply reply = http_get(base_ + "/forever", 0.1);  // gives up after 100 ms
+  EXPECT_EQ(reply.status, 0);
+  for (int i = 0; i < 200 && (disconnects_ == 0 || writes_refused_ == 0); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(disconnects_.load(), 1);
+  EXPECT_EQ(writes_refused_.load(), 1);
+}
+
+TEST_F(HttpServerTest, ErrorsAreOpenAiStyle) {
+  HttpReply missing = http_get(base_ + "/nope");
+  EXPECT_EQ(missing.status, 404);
+  Json body = Json::parse(missing.body);
+  EXPECT_TRUE(body["error"]["message"].is_string());
+  EXPECT_EQ(body["error"]["type"], "not_found_error");
+  EXPECT_EQ(http_request("POST", base_ + "/health", "x").status, 405);
+  EXPECT_EQ(http_post_json(base_ + "/echo", std::string(2000, 'x')).status, 413);
+  std::string bad = raw_exchange(server_->port(), "NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_NE(bad.find("400 Bad Request"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("\"error\""), std::string::npos);
+}
+
+TEST_F(HttpServerTest, KeepAliveAndPipeliningAnswerInOrder) {
+  std::string wire =
+      "GET /health HTTP/1.1\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+      "GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n";
+  std::string out = raw_exchange(server_->port(), wire);
+  size_t first = out.find("ok");
+  size_t second = out.find("abc");
+  size_t third = out.find("data: [DONE]");
+  ASSERT_NE(first, std::string::npos) << out;
+  ASSERT_NE(second, std::string::npos) << out;
+  ASSERT_NE(third, std::string::npos) << out;
+  EXPECT_LT(first, second);
+  EXPECT_LT(second, third);
+}
+
+TEST_F(HttpServerTest, BindFailureNamesTheAddress) {
+  HttpServerOptions options;
+  options.port = server_->port();
+  HttpServer second(options);
+  try {
+    second.start();
+    FAIL() << "bound twice";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(server_->port())), std::string::npos);
+  }
+}
+
+TEST(HttpClient, ParsesUrlsAndReportsRefusal) {
+  HttpUrl url = parse_http_url("http://localhost:8123/v1/models", "--target");
+  EXPECT_EQ(url.host, "localhost");
+  EXPECT_EQ(url.port, 8123);
+  EXPECT_EQ(url.path, "/v1/models");
+  EXPECT_THROW(parse_http_url("https://x", "--target"), std::exception);
+  HttpReply reply = http_get("http://127.0.0.1:1/health", 1);
+  EXPECT_EQ(reply.status, 0);
+  EXPECT_FALSE(reply.error.empty());
+}
+
+}  // namespace
+}  // namespace gpufrac
