@@ -44,6 +44,7 @@ class HttpConnectionState : public std::enable_shared_from_this<HttpConnectionSt
   bool response_done = false;
   bool chunked = false;
   bool keep_alive = true;
+  bool abort_requested = false;  // close once `out` is flushed, response unfinished
   uint64_t sequence = 0;    // which request's response is current
   std::function<void()> on_disconnect;
 
@@ -160,6 +161,14 @@ void HttpResponse::end() {
   if (c.closed || c.sequence != sequence_ || !c.chunked || c.response_done) return;
   c.out += "0\r\n\r\n";
   c.response_done = true;
+  c.notify_locked_out();
+}
+
+void HttpResponse::abort() {
+  HttpConnectionState& c = *connection_;
+  std::lock_guard lock(c.mutex);
+  if (c.closed || c.sequence != sequence_ || c.response_done) return;
+  c.abort_requested = true;
   c.notify_locked_out();
 }
 
@@ -394,6 +403,7 @@ class HttpServer::Loop {
   void flush(const std::shared_ptr<HttpConnectionState>& c) {
     bool finished = false;
     bool keep_alive = true;
+    bool abort_now = false;
     {
       std::lock_guard lock(c->mutex);
       if (c->closed) return;
@@ -408,12 +418,17 @@ class HttpServer::Loop {
         break;  // a real error: the read side will see it and close
       }
       set_want_write(*c, !c->out.empty());
+      abort_now = c->out.empty() && c->abort_requested;
       if (c->out.empty() && c->in_response && c->response_done) {
         finished = true;
         keep_alive = c->keep_alive;
         c->in_response = false;
         c->on_disconnect = nullptr;
       }
+    }
+    if (abort_now) {
+      close_connection(c);
+      return;
     }
     if (!finished) return;
     if (!keep_alive) {

@@ -45,6 +45,9 @@ class HttpResponse {
   // Queues bytes of a started stream. Returns false once the client has gone (drop the work).
   bool write(std::string_view data);
   void end();
+  // Closes the connection once the bytes queued so far are sent, leaving the response unfinished:
+  // a server crash as the client sees it (the scripted fakes in tests use it).
+  void abort();
   bool client_gone() const;
   // Runs once, on the loop thread, if the client disconnects before end()/send().
   void on_disconnect(std::function<void()> callback);
