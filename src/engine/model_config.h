@@ -41,4 +41,21 @@ struct ModelConfig {
   int kv_width() const { return num_kv_heads * head_dim; }
 };
 
+// "qwen3", "qwen2", "llama": the model_type of config.json.
+const char* model_family_name(ModelFamily family);
+
+// Parses the text of a Hugging Face config.json (families by "model_type": qwen3, qwen2, llama).
+// `source` names the file in errors. Throws UsageError with one line naming the field and what
+// it must be; rejects what the engine cannot run (sliding windows, o/mlp biases, rope types other
+// than default/llama3, activations other than silu).
+ModelConfig parse_model_config(const std::string& config_json_text, const std::string& name,
+                               const std::string& source = "config.json");
+// Reads <dir>/config.json, plus eos ids from <dir>/generation_config.json when it exists.
+// The config's name is the directory's last component.
+ModelConfig load_model_config(const std::string& checkpoint_dir);
+
+// RoPE inverse frequencies, head_dim / 2 of them: theta^(-2i/head_dim), adjusted by llama3
+// rope_scaling when present. Element i of a head pairs with element i + head_dim/2 (rotate-half).
+std::vector<double> rope_inverse_frequencies(const ModelConfig& config);
+
 }  // namespace gpufrac::engine

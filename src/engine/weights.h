@@ -44,8 +44,8 @@ struct ModelWeights {
   HostTensor lm_head;     // [vocab, hidden]; == embed_tokens when tied
   std::vector<std::shared_ptr<const void>> storage;
 
-  // A zero-filled owned buffer of `bytes` (64-byte aligned) that lives as long as this
-  // ModelWeights (or a copy of it) does. For loaders and generators.
+  // An uninitialized owned buffer of `bytes` (64-byte aligned) that lives as long as this
+  // ModelWeights (or a copy of it) does. For loaders and generators, which fill all of it.
   void* allocate(uint64_t bytes);
   // Bytes of distinct weight data (the tied lm_head counted once).
   uint64_t total_bytes() const;

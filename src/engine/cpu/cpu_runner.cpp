@@ -1,0 +1,342 @@
+#include "engine/cpu/cpu_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <new>
+#include <sstream>
+#include <string>
+
+#include "common/error.h"
+#include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/sampler.h"
+
+namespace gpufrac::engine {
+
+namespace {
+
+using cpu::apply_rope;
+using cpu::dot;
+using cpu::linear;
+using cpu::rms_norm;
+
+std::vector<float> to_f32(const HostTensor& tensor) {
+  std::vector<float> out(size_t(tensor.numel()));
+  if (!tensor.empty()) convert_to_f32(tensor.data, tensor.dtype, out.data(), tensor.numel());
+  return out;
+}
+
+// A number from a one-line cgroup file, or max() for "max" / no such file.
+uint64_t read_cgroup_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::numeric_limits<uint64_t>::max();
+  try {
+    return std::stoull(text);
+  } catch (const std::exception&) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+}
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  CpuModelRunner(ModelWeights weights, int threads)
+      : weights_(std::move(weights)), pool_(threads) {
+    const ModelConfig& c = weights_.config;
+    inv_freq_ = rope_inverse_frequencies(c);
+    final_norm_ = to_f32(weights_.final_norm);
+    for (const LayerWeights& layer : weights_.layers) {
+      small_.push_back({to_f32(layer.input_norm), to_f32(layer.post_attention_norm),
+                        to_f32(layer.q_norm), to_f32(layer.k_norm), to_f32(layer.qkv_bias)});
+    }
+  }
+
+  const ModelConfig& config() const override { return weights_.config; }
+  std::string device_name() const override {
+    return "cpu (" + std::to_string(pool_.size()) + " threads)";
+  }
+  uint64_t available_memory_bytes() const override { return host_available_memory_bytes(); }
+
+  uint64_t kv_block_bytes(int block_size) const override {
+    const ModelConfig& c = weights_.config;
+    return uint64_t(c.num_layers) * 2 * uint64_t(block_size) * uint64_t(c.kv_width()) *
+           sizeof(float);
+  }
+
+  void allocate_kv_cache(int num_blocks, int block_size) override {
+    if (num_blocks <= 0 || block_size <= 0) {
+      throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
+    }
+    kv_.reset();
+    uint64_t floats = kv_block_bytes(block_size) / sizeof(float) * uint64_t(num_blocks);
+    // Not zeroed: pages are touched only as blocks fill.
+    kv_.reset(new (std::nothrow) float[floats]);
+    if (!kv_) {
+      throw RuntimeFailure("cannot allocate the KV cache: " + std::to_string(num_blocks) +
+                           " blocks of " + std::to_string(kv_block_bytes(block_size)) + " bytes");
+    }
+    num_blocks_ = num_blocks;
+    block_size_ = block_size;
+  }
+
+  void forward(const StepBatch& batch, StepResult& result) override;
+
+ private:
+  struct LayerSmallWeights {  // fp32 copies
+    std::vector<float> input_norm, post_attention_norm, q_norm, k_norm, qkv_bias;
+  };
+
+  void validate(const StepBatch& batch) const;
+  void plan_rows(const StepBatch& batch);
+  void attention_block(int layer);
+  float* kv_slot(int layer, int kind, int32_t block, int32_t slot) {
+    const ModelConfig& c = weights_.config;
+    int64_t index = ((int64_t(layer) * 2 + kind) * num_blocks_ + block) * block_size_ + slot;
+    return kv_.get() + index * c.kv_width();
+  }
+
+  ModelWeights weights_;
+  ThreadPool pool_;
+  std::vector<double> inv_freq_;
+  std::vector<float> final_norm_;
+  std::vector<LayerSmallWeights> small_;
+  std::unique_ptr<float[]> kv_;
+  int num_blocks_ = 0;
+  int block_size_ = 0;
+
+  // Per step, reused: the sequence and position of each fed token, and the activations.
+  const StepBatch* batch_ = nullptr;
+  std::vector<int32_t> row_sequence_, row_position_;
+  std::vector<float> rope_;  // [rows, head_dim]: cos | sin of each row's angles
+  std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
+};
+
+void CpuModelRunner::validate(const StepBatch& batch) const {
+  const ModelConfig& c = weights_.config;
+  if (!kv_) throw RuntimeFailure("forward() before allocate_kv_cache()");
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceWork& work = batch.sequences[s];
+    std::string where = "forward: sequence " + std::to_string(s) + ": ";
+    if (work.tokens.empty()) throw RuntimeFailure(where + "no tokens");
+    if (work.start_position < 0) throw RuntimeFailure(where + "negative start_position");
+    int64_t end = int64_t(work.start_position) + int64_t(work.tokens.size());
+    if (int64_t(work.block_table.size()) * block_size_ < end) {
+      throw RuntimeFailure(where + "block_table covers " +
+                           std::to_string(work.block_table.size() * block_size_) +
+                           " positions, the step needs " + std::to_string(end));
+    }
+    for (int32_t block : work.block_table.first(size_t((end + block_size_ - 1) / block_size_))) {
+      if (block < 0 || block >= num_blocks_) {
+        throw RuntimeFailure(where + "block id " + std::to_string(block) + " outside [0, " +
+                             std::to_string(num_blocks_) + ")");
+      }
+    }
+    for (int32_t token : work.tokens) {
+      if (token < 0 || token >= c.vocab_size) {
+        throw RuntimeFailure(where + "token id " + std::to_string(token) + " outside [0, " +
+                             std::to_string(c.vocab_size) + ")");
+      }
+    }
+  }
+}
+
+void CpuModelRunner::plan_rows(const StepBatch& batch) {
+  const ModelConfig& c = weights_.config;
+  row_sequence_.clear();
+  row_position_.clear();
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceWork& work = batch.sequences[s];
+    for (size_t i = 0; i < work.tokens.size(); ++i) {
+      row_sequence_.push_back(int32_t(s));
+      row_position_.push_back(work.start_position + int32_t(i));
+    }
+  }
+  int64_t rows = int64_t(row_sequence_.size()), half = c.head_dim / 2;
+  rope_.resize(size_t(rows * c.head_dim));
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = double(row_position_[t]) * inv_freq_[i];
+      rope_[t * c.head_dim + i] = float(std::cos(angle));
+      rope_[t * c.head_dim + half + i] = float(std::sin(angle));
+    }
+  }
+}
+
+// qkv_ -> q/k norm, RoPE, K/V into the cache, causal attention -> attn_.
+void CpuModelRunner::attention_block(int layer) {
+  const ModelConfig& c = weights_.config;
+  const LayerSmallWeights& small = small_[layer];
+  int64_t rows = int64_t(row_sequence_.size());
+  int64_t hd = c.head_dim, qkv_width = c.q_width() + 2 * int64_t(c.kv_width());
+  int group = c.num_heads / c.num_kv_heads;
+
+  pool_.parallel_for(rows, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* q = qkv_.data() + t * qkv_width;
+      float* k = q + c.q_width();
+      float* v = k + c.kv_width();
+      const float* cos_sin = rope_.data() + t * hd;
+      for (int h = 0; h < c.num_heads; ++h) {
+        if (c.qk_norm) rms_norm(q + h * hd, small.q_norm.data(), hd, c.rms_norm_eps, q + h * hd);
+        apply_rope(q + h * hd, cos_sin, hd);
+      }
+      for (int h = 0; h < c.num_kv_heads; ++h) {
+        if (c.qk_norm) rms_norm(k + h * hd, small.k_norm.data(), hd, c.rms_norm_eps, k + h * hd);
+        apply_rope(k + h * hd, cos_sin, hd);
+      }
+      const SequenceWork& work = batch_->sequences[row_sequence_[t]];
+      int32_t position = row_position_[t];
+      int32_t block = work.block_table[position / block_size_], slot = position % block_size_;
+      std::copy(k, k + c.kv_width(), kv_slot(layer, 0, block, slot));
+      std::copy(v, v + c.kv_width(), kv_slot(layer, 1, block, slot));
+    }
+  });
+
+  float scale = 1.0f / std::sqrt(float(hd));
+  pool_.parallel_for(rows * c.num_heads, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t t = task / c.num_heads;
+      int h = int(task % c.num_heads), kv_head = h / group;
+      const SequenceWork& work = batch_->sequences[row_sequence_[t]];
+      int32_t length = row_position_[t] + 1;  // causal: positions [0, position]
+      const float* q = qkv_.data() + t * qkv_width + h * hd;
+      scores.resize(size_t(length));
+      float max_score = -INFINITY;
+      for (int32_t p = 0; p < length; ++p) {
+        const float* k =
+            kv_slot(layer, 0, work.block_table[p / block_size_], p % block_size_) + kv_head * hd;
+        scores[p] = dot(q, k, hd) * scale;
+        max_score = std::max(max_score, scores[p]);
+      }
+      float total = 0;
+      for (int32_t p = 0; p < length; ++p) {
+        scores[p] = std::exp(scores[p] - max_score);
+        total += scores[p];
+      }
+      float* out = attn_.data() + t * c.q_width() + h * hd;
+      std::fill(out, out + hd, 0.0f);
+      for (int32_t p = 0; p < length; ++p) {
+        const float* v =
+            kv_slot(layer, 1, work.block_table[p / block_size_], p % block_size_) + kv_head * hd;
+        float weight = scores[p] / total;
+        for (int64_t i = 0; i < hd; ++i) out[i] += weight * v[i];
+      }
+    }
+  });
+}
+
+void CpuModelRunner::forward(const StepBatch& batch, StepResult& result) {
+  validate(batch);
+  const ModelConfig& c = weights_.config;
+  batch_ = &batch;
+  plan_rows(batch);
+  int64_t rows = int64_t(row_sequence_.size()), hidden = c.hidden_size;
+  int64_t qkv_width = c.q_width() + 2 * int64_t(c.kv_width()), inter = c.intermediate_size;
+  x_.resize(size_t(rows * hidden));
+  h_.resize(size_t(rows * hidden));
+  qkv_.resize(size_t(rows * qkv_width));
+  attn_.resize(size_t(rows * c.q_width()));
+  gate_up_.resize(size_t(rows * 2 * inter));
+  act_.resize(size_t(rows * inter));
+
+  std::vector<int32_t> row_token;
+  for (const SequenceWork& work : batch.sequences) {
+    row_token.insert(row_token.end(), work.tokens.begin(), work.tokens.end());
+  }
+  const auto* embed = static_cast<const unsigned char*>(weights_.embed_tokens.data);
+  size_t embed_row_bytes = size_t(hidden) * dtype_bytes(weights_.embed_tokens.dtype);
+  for (int64_t t = 0; t < rows; ++t) {
+    convert_to_f32(embed + size_t(row_token[t]) * embed_row_bytes, weights_.embed_tokens.dtype,
+                   x_.data() + t * hidden, hidden);
+  }
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    const LayerSmallWeights& small = small_[l];
+    for (int64_t t = 0; t < rows; ++t) {
+      rms_norm(x_.data() + t * hidden, small.input_norm.data(), hidden, c.rms_norm_eps,
+               h_.data() + t * hidden);
+    }
+    linear(pool_, h_.data(), rows, w.qkv_proj, c.qkv_bias ? small.qkv_bias.data() : nullptr,
+           qkv_.data(), false);
+    attention_block(l);
+    linear(pool_, attn_.data(), rows, w.o_proj, nullptr, x_.data(), true);
+
+    for (int64_t t = 0; t < rows; ++t) {
+      rms_norm(x_.data() + t * hidden, small.post_attention_norm.data(), hidden, c.rms_norm_eps,
+               h_.data() + t * hidden);
+    }
+    linear(pool_, h_.data(), rows, w.gate_up_proj, nullptr, gate_up_.data(), false);
+    pool_.parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const float* gate = gate_up_.data() + t * 2 * inter;
+        const float* up = gate + inter;
+        float* out = act_.data() + t * inter;
+        for (int64_t i = 0; i < inter; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      }
+    });
+    linear(pool_, act_.data(), rows, w.down_proj, nullptr, x_.data(), true);
+  }
+
+  // Final norm and logits for the last fed token of each sequence that samples.
+  std::vector<const SequenceWork*> sampled;
+  std::vector<float> last_hidden;
+  int64_t row_end = 0;
+  for (const SequenceWork& work : batch.sequences) {
+    row_end += int64_t(work.tokens.size());
+    if (!work.sample) continue;
+    sampled.push_back(&work);
+    last_hidden.resize(last_hidden.size() + size_t(hidden));
+    rms_norm(x_.data() + (row_end - 1) * hidden, final_norm_.data(), hidden, c.rms_norm_eps,
+             last_hidden.data() + last_hidden.size() - hidden);
+  }
+  int64_t vocab = c.vocab_size, num_sampled = int64_t(sampled.size());
+  result.next_tokens.assign(size_t(num_sampled), -1);
+  result.logits.clear();
+  if (num_sampled > 0) {
+    std::vector<float>& logits = result.logits;
+    logits.resize(size_t(num_sampled * vocab));
+    linear(pool_, last_hidden.data(), num_sampled, weights_.lm_head, nullptr, logits.data(), false);
+    pool_.parallel_for(num_sampled, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t s = begin; s < end; ++s) {
+        std::span<const float> row(logits.data() + s * vocab, size_t(vocab));
+        result.next_tokens[s] = sample_token(row, sampled[s]->sampling);
+      }
+    });
+  }
+  if (!batch.return_logits) result.logits.clear();
+  batch_ = nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads) {
+  return std::make_unique<CpuModelRunner>(std::move(weights), threads);
+}
+
+uint64_t host_available_memory_bytes() {
+  uint64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream fields(line.substr(13));
+      uint64_t kib = 0;
+      fields >> kib;
+      available = kib * 1024;
+      break;
+    }
+  }
+  uint64_t limit = read_cgroup_number("/sys/fs/cgroup/memory.max");
+  if (limit != std::numeric_limits<uint64_t>::max()) {
+    uint64_t used = read_cgroup_number("/sys/fs/cgroup/memory.current");
+    uint64_t headroom = used == std::numeric_limits<uint64_t>::max() || used > limit ? 0 : limit - used;
+    available = std::min(available, headroom);
+  }
+  return available;
+}
+
+}  // namespace gpufrac::engine

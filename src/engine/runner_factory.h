@@ -1,0 +1,27 @@
+// The one way the serving side gets a ModelRunner: from what the user typed (`--model`,
+// `--device`, `--seed`, `--threads`).
+//
+// device "cpu": the fp32 CPU runner. "cuda": the CUDA runner; UsageError when this build has no
+// CUDA backend. "auto": CUDA when built and usable, else CPU (this build: CPU). Loading may take
+// seconds (an 8 GB checkpoint or preset); errors are UsageError (bad option, no such model) or
+// RuntimeFailure (malformed checkpoint, out of memory).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/runner.h"
+
+namespace gpufrac::engine {
+
+struct RunnerOptions {
+  std::string model;            // preset name (qwen3-4b, qwen3-0.6b, tiny) or checkpoint directory
+  std::string device = "auto";  // "cpu", "cuda" or "auto"
+  uint64_t seed = 0;            // preset weights are generated from this seed
+  int threads = 0;              // CPU threads for the CPU runner and loading; 0 = every usable CPU
+};
+
+std::unique_ptr<ModelRunner> create_model_runner(const RunnerOptions& options);
+
+}  // namespace gpufrac::engine

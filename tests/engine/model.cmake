@@ -1,0 +1,5 @@
+# Tests of gpufrac_engine_model (see src/engine/model.cmake). All unit: no processes, no GPU.
+gpufrac_test(engine_model_test LABEL unit
+  SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cpp
+  LIBS gpufrac_engine_model GTest::gmock)
