@@ -1,0 +1,71 @@
+// Byte-level BPE on raw bytes: a pre-tokenized piece starts as one symbol per byte and the
+// lowest-ranked adjacent pair is merged until no pair has a merge (ties: leftmost first), exactly
+// as Hugging Face tokenizers and transformers.js do. The vocabulary and merges come in as raw
+// bytes and ids (byte_level.h converts tokenizer.json's strings).
+//
+// Speed: merges live in an open-addressing hash keyed by the id pair, and finished pieces of up to
+// kMaxCachedWordBytes bytes are remembered in a bounded cache (16 mutex-guarded shards, each
+// cleared when it reaches its capacity), so common words cost one hash lookup.
+//
+// Thread-safety: immutable after construction except the cache, which is internally locked;
+// encode_word may be called from many threads at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace gpufrac::engine {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using BytesToId = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+struct BpeMerge {
+  int32_t left, right, merged;  // token ids; the merge's rank is its index in the list
+};
+
+class BpeModel {
+ public:
+  static constexpr size_t kMaxCachedWordBytes = 256;
+
+  // `vocab`: raw bytes -> id, holding every single byte; `merges` in rank order. With
+  // `ignore_merges` (Llama 3), a piece that is itself in the vocabulary is taken whole.
+  // Throws std::invalid_argument when a single byte is missing from the vocabulary.
+  BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
+  ~BpeModel();
+
+  // Appends the ids of one piece (non-empty).
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+  // The id of a vocabulary entry given as raw bytes, or -1.
+  int32_t id_of_bytes(std::string_view bytes) const;
+  const BytesToId& vocab() const { return vocab_; }
+
+ private:
+  struct MergeSlot {
+    uint64_t key;  // (left << 32 | right) + 1; 0 marks an empty slot
+    uint32_t rank;
+    int32_t merged;
+  };
+  class WordCache;
+
+  const MergeSlot* find_merge(int32_t left, int32_t right) const;
+  void merge_symbols(std::string_view word, std::vector<int32_t>& out) const;
+
+  BytesToId vocab_;
+  std::array<int32_t, 256> byte_ids_{};
+  std::vector<MergeSlot> merge_slots_;
+  uint64_t merge_mask_ = 0;
+  bool ignore_merges_ = false;
+  std::unique_ptr<WordCache> cache_;
+};
+
+}  // namespace gpufrac::engine

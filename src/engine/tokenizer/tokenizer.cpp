@@ -1,0 +1,107 @@
+// Encoding and decoding; loading tokenizer.json is in tokenizer_load.cpp.
+#include "engine/tokenizer/tokenizer.h"
+
+#include "engine/tokenizer/bpe_model.h"
+#include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/nfc.h"
+#include "engine/tokenizer/utf8.h"
+
+namespace gpufrac::engine {
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  encode_into(text, options, ids);
+  return ids;
+}
+
+void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
+                            std::vector<int32_t>& ids) const {
+  if (options.add_special_tokens) ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
+  if (!options.parse_special) {
+    encode_plain(text, ids);
+  } else {
+    size_t segment_start = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      int32_t id;
+      if (const size_t length = match_added(text, pos, id)) {
+        encode_plain(text.substr(segment_start, pos - segment_start), ids);
+        ids.push_back(id);
+        pos += length;
+        segment_start = pos;
+      } else {
+        ++pos;
+      }
+    }
+    encode_plain(text.substr(segment_start), ids);
+  }
+  if (options.add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+}
+
+size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) const {
+  for (const int32_t candidate : added_by_first_byte_[static_cast<unsigned char>(text[pos])]) {
+    const std::string& content = tokens_[candidate].bytes;
+    if (text.compare(pos, content.size(), content) == 0) {
+      id = candidate;
+      return content.size();
+    }
+  }
+  return 0;
+}
+
+void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
+  if (text.empty()) return;
+  std::string normalized;
+  if (nfc_ && !nfc_quick_check(text)) {
+    normalized = nfc_normalize(text);
+    text = normalized;
+  }
+  thread_local std::vector<std::string_view> pieces;
+  pieces.clear();
+  split_pre_tokens(text, pattern_, pieces);
+  for (const std::string_view piece : pieces) bpe_->encode_word(piece, ids);
+}
+
+std::string_view Tokenizer::token_bytes(int32_t id, bool skip_special_tokens) const {
+  if (id < 0 || id >= id_limit()) return {};
+  const TokenInfo& t = tokens_[id];
+  if (skip_special_tokens && t.special) return {};
+  return t.bytes;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (const int32_t id : ids) bytes.append(token_bytes(id, skip_special_tokens));
+  std::string text;
+  text.reserve(bytes.size());
+  append_lossy_utf8(bytes, text);
+  return text;
+}
+
+std::string Tokenizer::token_string(int32_t id) const {
+  if (id < 0 || id >= id_limit() || !tokens_[id].known) return {};
+  const TokenInfo& t = tokens_[id];
+  return t.added ? t.bytes : bytes_to_byte_level(t.bytes);
+}
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
+  if (!token.empty()) {
+    int32_t id;
+    if (match_added(token, 0, id) == token.size()) return id;
+  }
+  if (const auto bytes = byte_level_to_bytes(token)) {
+    if (const int32_t id = bpe_->id_of_bytes(*bytes); id >= 0) return id;
+  }
+  return std::nullopt;
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < id_limit() && tokens_[id].special;
+}
+
+}  // namespace gpufrac::engine
