@@ -1,0 +1,371 @@
+#include "node/node_spec.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace gpufrac {
+namespace {
+
+// Reads one spec, throwing "<source>:<line>: <field>: <problem>" at the first mistake.
+class SpecReader {
+ public:
+  explicit SpecReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
+                         const std::string& problem) const {
+    std::string where = source_;
+    if (node.IsDefined() && node.Mark().line >= 0) where += ":" + std::to_string(node.Mark().line + 1);
+    throw UsageError(where + ": " + field + ": " + problem);
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& field,
+                  const std::vector<std::string>& allowed) const {
+    if (!map.IsMap()) fail(map, field, "must be a mapping of fields (key: value)");
+    for (const auto& entry : map) {
+      std::string key = entry.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      fail(entry.first, join(field, key), "unknown field; use one of: " + list);
+    }
+  }
+
+  std::string scalar(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(node, field, "must be a single value, not a list or mapping");
+    return node.Scalar();
+  }
+
+  std::string text(const YAML::Node& node, const std::string& field) const {
+    std::string value = scalar(node, field);
+    if (trim(value).empty()) fail(node, field, "is empty; give a value");
+    return value;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& field) const {
+    std::string v = scalar(node, field);
+    if (v == "true" || v == "yes" || v == "on") return true;
+    if (v == "false" || v == "no" || v == "off") return false;
+    fail(node, field, "'" + v + "' is not true or false");
+  }
+
+  template <typename F>
+  auto parsed(const YAML::Node& node, const std::string& field, F parse) const {
+    std::string value = scalar(node, field);
+    try {
+      return parse(value);
+    } catch (const UsageError& e) {
+      fail(node, field, strip_field(e.what(), field));
+    }
+  }
+
+  // A share in (0, 1]: 0.5 or "50%".
+  double share(const YAML::Node& node, const std::string& field) const {
+    std::string raw = scalar(node, field);
+    std::string value(trim(raw));
+    bool percent = !value.empty() && value.back() == '%';
+    if (percent) value.pop_back();
+    double number = -1;
+    try {
+      number = parse_double(value, field);
+    } catch (const UsageError&) {
+    }
+    if (percent) number /= 100;
+    if (!(number > 0) || number > 1 + 1e-9) {
+      fail(node, field, "'" + raw + "' is not a share of the GPU; use a number in (0, 1] like 0.5, or 50%");
+    }
+    return std::min(number, 1.0);
+  }
+
+  static std::string join(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+ private:
+  // parse_* messages start with the `what` we passed; drop it, the reader adds the field itself.
+  static std::string strip_field(const std::string& message, const std::string& field) {
+    return starts_with(message, field + ": ") ? message.substr(field.size() + 2) : message;
+  }
+  std::string source_;
+};
+
+SharingMode parse_mode(const SpecReader& r, const YAML::Node& node, const std::string& field) {
+  std::string v = r.scalar(node, field);
+  if (v == "dedicated") return SharingMode::kDedicated;
+  if (v == "timeslice") return SharingMode::kTimeslice;
+  if (v == "fractions") return SharingMode::kFractions;
+  r.fail(node, field, "'" + v + "' is not a sharing mode; use dedicated, timeslice or fractions");
+}
+
+bool valid_model_name(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+          c == ':' || c == '/')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void parse_listen(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
+  std::string v(trim(r.scalar(node, "listen")));
+  size_t colon = v.rfind(':');
+  std::string host = colon == std::string::npos ? "" : v.substr(0, colon);
+  std::string port = colon == std::string::npos ? v : v.substr(colon + 1);
+  int64_t number = -1;
+  try {
+    number = parse_int(port, "listen");
+  } catch (const UsageError&) {
+  }
+  if (number < 0 || number > 65535) {
+    r.fail(node, "listen", "'" + v + "' is not HOST:PORT; use e.g. 127.0.0.1:8000 or 0.0.0.0:8000");
+  }
+  if (!host.empty()) spec.listen_host = host;
+  spec.listen_port = int(number);
+}
+
+void parse_gpus(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
+  if (node.IsScalar() && node.Scalar() == "auto") return;
+  if (!node.IsSequence() || node.size() == 0) {
+    r.fail(node, "gpus", "use auto, or a list of GPU indexes/UUIDs like [0, 1]");
+  }
+  spec.gpus_auto = false;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < node.size(); ++i) {
+    std::string field = "gpus[" + std::to_string(i) + "]";
+    GpuSelection gpu;
+    const YAML::Node& item = node[i];
+    if (item.IsMap()) {
+      r.check_keys(item, field, {"gpu", "mode"});
+      if (!item["gpu"]) r.fail(item, field + ".gpu", "missing; give the GPU's index or UUID");
+      gpu.id = r.text(item["gpu"], field + ".gpu");
+      if (item["mode"]) gpu.mode = parse_mode(r, item["mode"], field + ".mode");
+    } else {
+      gpu.id = r.text(item, field);
+    }
+    if (!seen.insert(gpu.id).second) r.fail(item, field, "GPU " + gpu.id + " is listed twice; list it once");
+    spec.gpus.push_back(gpu);
+  }
+}
+
+void parse_fraction(const SpecReader& r, const YAML::Node& node, const std::string& field,
+                    FractionSpec& fraction) {
+  r.check_keys(node, field, {"compute", "memory"});
+  if (node["compute"]) fraction.compute = r.share(node["compute"], field + ".compute");
+  if (const YAML::Node& memory = node["memory"]) {
+    // "50%" and numbers up to 1 are shares; anything else is a byte size ("20G", 21474836480).
+    std::string field_memory = field + ".memory";
+    std::string v(trim(r.scalar(memory, field_memory)));
+    bool plain_number = !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
+    bool is_share = (!v.empty() && v.back() == '%') ||
+                    (plain_number && r.parsed(memory, field_memory, [&](const std::string& s) {
+                      return parse_double(s, field_memory);
+                    }) <= 1);
+    if (is_share) {
+      fraction.memory_share = r.share(memory, field_memory);
+    } else {
+      fraction.memory_bytes = r.parsed(memory, field_memory, [&](const std::string& s) {
+        return parse_bytes(s, field_memory);
+      });
+      if (*fraction.memory_bytes == 0) {
+        r.fail(memory, field_memory, "is zero; give a share like 0.5 or bytes like 20G");
+      }
+    }
+  }
+}
+
+ModelSpec parse_model(const SpecReader& r, const YAML::Node& node, const std::string& field) {
+  r.check_keys(node, field,
+               {"name", "engine", "model", "engine_args", "command", "env", "health",
+                "startup_timeout", "fraction", "replicas"});
+  ModelSpec model;
+  if (!node["name"]) r.fail(node, field + ".name", "missing; every model needs a name");
+  model.name = r.text(node["name"], field + ".name");
+  if (!valid_model_name(model.name)) {
+    r.fail(node["name"], field + ".name",
+           "'" + model.name + "' has characters other than letters, digits and . _ - : /; rename it");
+  }
+  std::string engine = node["engine"] ? r.text(node["engine"], field + ".engine")
+                                      : (node["command"] ? "command" : "builtin");
+  if (engine != "builtin" && engine != "command") {
+    r.fail(node["engine"], field + ".engine",
+           "'" + engine + "' is not an engine; use builtin (with model:) or command (with command:)");
+  }
+  if (engine == "command") {
+    if (!node["command"]) r.fail(node, field + ".command", "missing; give the engine's command line");
+    model.command = r.text(node["command"], field + ".command");
+    if (model.command.find("{port}") == std::string::npos) {
+      r.fail(node["command"], field + ".command",
+             "does not use {port}; the engine must listen on the port the node gives it");
+    }
+    for (const char* builtin_only : {"model", "engine_args"}) {
+      if (node[builtin_only]) {
+        r.fail(node[builtin_only], field + "." + builtin_only,
+               "applies to the builtin engine only; put it in command: instead");
+      }
+    }
+  } else {
+    if (node["command"]) r.fail(node["command"], field + ".command", "needs engine: command (or drop engine:)");
+    if (!node["model"]) {
+      r.fail(node, field + ".model", "missing; give a preset (tiny, qwen3-0.6b, qwen3-4b) or a model directory");
+    }
+    model.model = r.text(node["model"], field + ".model");
+    if (const YAML::Node& args = node["engine_args"]) {
+      if (!args.IsMap()) r.fail(args, field + ".engine_args", "must be a mapping like {max-num-seqs: 32}");
+      for (const auto& entry : args) {
+        std::string key = entry.first.Scalar();
+        std::string arg_field = field + ".engine_args." + key;
+        std::string value = r.scalar(entry.second, arg_field);
+        if (key.starts_with("--")) key = key.substr(2);
+        for (const char* owned : {"port", "host", "device"}) {
+          if (key == owned) {
+            r.fail(entry.first, arg_field, "is set by the node; remove it from engine_args");
+          }
+        }
+        if (value == "true") value.clear();  // a bare flag
+        if (value == "false") continue;
+        model.engine_args.emplace_back(key, value);
+      }
+    }
+  }
+  if (const YAML::Node& env = node["env"]) {
+    if (!env.IsMap()) r.fail(env, field + ".env", "must be a mapping like {HF_HOME: /data/hf}");
+    for (const auto& entry : env) {
+      model.env.emplace_back(entry.first.Scalar(), r.scalar(entry.second, field + ".env." + entry.first.Scalar()));
+    }
+  }
+  if (node["health"]) {
+    model.health_path = r.text(node["health"], field + ".health");
+    if (model.health_path[0] != '/') r.fail(node["health"], field + ".health", "must be a path like /health");
+  }
+  if (node["startup_timeout"]) {
+    model.startup_timeout_s = r.parsed(node["startup_timeout"], field + ".startup_timeout",
+                                       [&](const std::string& v) {
+                                         return parse_seconds(v, field + ".startup_timeout");
+                                       });
+    if (model.startup_timeout_s <= 0) {
+      r.fail(node["startup_timeout"], field + ".startup_timeout", "must be positive, like 600s");
+    }
+  }
+  if (node["fraction"]) parse_fraction(r, node["fraction"], field + ".fraction", model.fraction);
+  if (node["replicas"]) {
+    int64_t replicas = r.parsed(node["replicas"], field + ".replicas",
+                                [&](const std::string& v) { return parse_int(v, field + ".replicas"); });
+    if (replicas < 1 || replicas > 64) r.fail(node["replicas"], field + ".replicas", "must be 1..64");
+    model.replicas = int(replicas);
+  }
+  return model;
+}
+
+}  // namespace
+
+std::string_view sharing_mode_name(SharingMode mode) {
+  switch (mode) {
+    case SharingMode::kDedicated: return "dedicated";
+    case SharingMode::kTimeslice: return "timeslice";
+    case SharingMode::kFractions: return "fractions";
+  }
+  return "?";
+}
+
+std::string_view placement_policy_name(PlacementPolicy policy) {
+  return policy == PlacementPolicy::kBinpack ? "binpack" : "spread";
+}
+
+NodeSpec parse_node_spec(const std::string& yaml_text, const std::string& source) {
+  SpecReader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML (" + e.msg +
+                     "); fix the syntax");
+  }
+  if (!root.IsMap()) throw UsageError(source + ": a node spec is a mapping with at least models:");
+  r.check_keys(root, "",
+               {"name", "listen", "run_dir", "device", "gpus", "mode", "placement",
+                "oversubscribe_compute", "context_reserve", "memcap_library", "mps_control",
+                "drain_timeout", "stop_timeout", "models"});
+  NodeSpec spec;
+  spec.source = source;
+  if (root["name"]) {
+    spec.name = r.text(root["name"], "name");
+    if (spec.name.find_first_of("/ \t") != std::string::npos || spec.name[0] == '.') {
+      r.fail(root["name"], "name", "'" + spec.name + "' cannot name a directory; use letters, digits, - or _");
+    }
+  }
+  if (root["listen"]) parse_listen(r, root["listen"], spec);
+  if (root["run_dir"]) spec.run_dir = r.text(root["run_dir"], "run_dir");
+  if (const YAML::Node& device = root["device"]) {
+    std::string v = r.scalar(device, "device");
+    if (v == "auto") spec.device = DeviceKind::kAuto;
+    else if (v == "cuda" || v == "gpu") spec.device = DeviceKind::kCuda;
+    else if (v == "cpu") spec.device = DeviceKind::kCpu;
+    else r.fail(device, "device", "'" + v + "' is not a device; use auto, cuda or cpu");
+  }
+  if (root["gpus"]) parse_gpus(r, root["gpus"], spec);
+  if (root["mode"]) spec.mode = parse_mode(r, root["mode"], "mode");
+  if (const YAML::Node& placement = root["placement"]) {
+    std::string v = r.scalar(placement, "placement");
+    if (v == "binpack") spec.placement = PlacementPolicy::kBinpack;
+    else if (v == "spread") spec.placement = PlacementPolicy::kSpread;
+    else r.fail(placement, "placement", "'" + v + "' is not a policy; use binpack or spread");
+  }
+  if (root["oversubscribe_compute"]) {
+    spec.oversubscribe_compute = r.boolean(root["oversubscribe_compute"], "oversubscribe_compute");
+  }
+  if (root["context_reserve"]) {
+    spec.context_reserve_bytes = r.parsed(root["context_reserve"], "context_reserve",
+                                          [](const std::string& v) { return parse_bytes(v, "context_reserve"); });
+  }
+  if (root["memcap_library"]) spec.memcap_library = r.text(root["memcap_library"], "memcap_library");
+  if (root["mps_control"]) spec.mps_control = r.text(root["mps_control"], "mps_control");
+  for (auto [key, slot] : {std::pair{"drain_timeout", &spec.drain_timeout_s},
+                           std::pair{"stop_timeout", &spec.stop_timeout_s}}) {
+    if (!root[key]) continue;
+    *slot = r.parsed(root[key], key, [&](const std::string& v) { return parse_seconds(v, key); });
+    if (*slot < 0) r.fail(root[key], key, "must not be negative");
+  }
+  const YAML::Node& models = root["models"];
+  if (!models || !models.IsSequence() || models.size() == 0) {
+    r.fail(models ? models : root, "models", "missing or empty; list at least one model (name, model or command, fraction)");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::string field = "models[" + std::to_string(i) + "]";
+    ModelSpec model = parse_model(r, models[i], field);
+    if (!names.insert(model.name).second) {
+      r.fail(models[i]["name"], field + ".name", "'" + model.name + "' is used twice; give each model its own name");
+    }
+    spec.models.push_back(std::move(model));
+  }
+  return spec;
+}
+
+NodeSpec load_node_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(path + ": cannot read the node spec; check the path");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_node_spec(text.str(), path);
+}
+
+std::string default_run_dir(const std::string& node_name) {
+  const char* base = std::getenv("GPUFRAC_RUN_DIR");
+  std::string dir = base && *base ? base : "/tmp/gpufrac-" + std::to_string(::getuid());
+  return dir + "/" + node_name;
+}
+
+std::string resolve_run_dir(const NodeSpec& spec) {
+  return spec.run_dir.empty() ? default_run_dir(spec.name) : spec.run_dir;
+}
+
+}  // namespace gpufrac

@@ -1,0 +1,262 @@
+#include "node/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace gpufrac {
+namespace {
+
+constexpr int kMaxMpsClientsPerDevice = 48;  // past it CUDA fails with MpsMaxClientsReached
+constexpr double kEpsilon = 1e-9;
+
+struct DeviceLoad {
+  uint64_t memory_left = 0;
+  double compute_used = 0;
+  int cores_used = 0;
+  int instances = 0;
+};
+
+std::string model_field(size_t index) { return "models[" + std::to_string(index) + "]"; }
+
+// The cap an instance of `model` gets on `device`, or 0 when its memory share leaves nothing.
+uint64_t memory_cap(const ModelSpec& model, const PlacementDevice& device, uint64_t reserve) {
+  if (device.mode == SharingMode::kDedicated) {
+    return device.memory_bytes > reserve ? device.memory_bytes - reserve : 0;
+  }
+  if (model.fraction.memory_bytes) return *model.fraction.memory_bytes;
+  double share_bytes = *model.fraction.memory_share * double(device.memory_bytes);
+  return share_bytes > double(reserve) ? uint64_t(share_bytes) - reserve : 0;
+}
+
+int cores_for(double share, const PlacementDevice& device) {
+  int cores = int(std::lround(share * double(device.cpus.size())));
+  return std::clamp(cores, 1, int(device.cpus.size()));
+}
+
+// Why `model` does not fit `device` now; empty when it does.
+std::string misfit(const NodeSpec& spec, size_t model_index, const PlacementDevice& device,
+                   const DeviceLoad& load) {
+  const ModelSpec& model = spec.models[model_index];
+  std::string field = model_field(model_index);
+  std::string where = device.is_cpu() ? "the CPU" : "GPU " + device.id;
+  if (device.mode == SharingMode::kDedicated) {
+    if (load.instances > 0) {
+      return field + ": " + where + " is dedicated and already holds a model; a dedicated GPU " +
+             "serves one model, so add GPUs or use mode: fractions";
+    }
+  } else if (device.mode == SharingMode::kFractions && load.instances >= kMaxMpsClientsPerDevice) {
+    return field + ": " + where + " already has " + std::to_string(kMaxMpsClientsPerDevice) +
+           " MPS clients, the most MPS allows; add GPUs";
+  }
+  if (device.mode == SharingMode::kFractions) {
+    double share = *model.fraction.compute;
+    if (!spec.oversubscribe_compute) {
+      if (load.compute_used + share > 1 + kEpsilon) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%.3g of the SMs, but %s has %.3g left", share,
+                      where.c_str(), std::max(0.0, 1 - load.compute_used));
+        return field + ".fraction.compute: needs " + text +
+               "; lower compute, add GPUs, or set oversubscribe_compute: true";
+      }
+      if (device.is_cpu() && load.cores_used + cores_for(share, device) > int(device.cpus.size())) {
+        return field + ".fraction.compute: needs " + std::to_string(cores_for(share, device)) +
+               " core(s) of its own, but the CPU has " +
+               std::to_string(int(device.cpus.size()) - load.cores_used) +
+               " left; lower compute, or set oversubscribe_compute: true";
+      }
+    }
+  }
+  uint64_t cap = memory_cap(model, device, spec.context_reserve_bytes);
+  if (cap == 0) {
+    return field + ".fraction.memory: leaves nothing on " + where + " after the " +
+           format_bytes(spec.context_reserve_bytes) + " context reserve; give a larger share";
+  }
+  if (cap + spec.context_reserve_bytes > load.memory_left) {
+    return field + ".fraction.memory: needs " + format_bytes(cap) + " + " +
+           format_bytes(spec.context_reserve_bytes) + " reserve, but " + where + " has " +
+           format_bytes(load.memory_left) + " left; lower memory, reduce replicas, or add GPUs";
+  }
+  return {};
+}
+
+// Requirements of the mode that a model must meet on any device of that mode.
+void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevice>& devices) {
+  bool any_fractions = false, any_timeslice = false;
+  for (const PlacementDevice& d : devices) {
+    any_fractions |= d.mode == SharingMode::kFractions;
+    any_timeslice |= d.mode == SharingMode::kTimeslice;
+  }
+  for (size_t i = 0; i < spec.models.size(); ++i) {
+    const FractionSpec& f = spec.models[i].fraction;
+    std::string field = model_field(i) + ".fraction";
+    if (any_fractions && !f.compute) {
+      throw UsageError(spec.source + ": " + field + ".compute: missing; fractions mode gives each " +
+                       "model a share of the SMs, e.g. fraction: {compute: 0.5, memory: 0.5}");
+    }
+    if ((any_fractions || any_timeslice) && !f.memory_share && !f.memory_bytes) {
+      throw UsageError(spec.source + ": " + field + ".memory: missing; every shared GPU caps each " +
+                       "model's memory, e.g. fraction: {memory: 0.5} or {memory: 20G}");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<PlacementDevice> select_devices(const NodeSpec& spec, const MachineInventory& machine) {
+  auto mode_of = [&](const GpuSelection* selection) {
+    return selection && selection->mode ? *selection->mode : spec.mode;
+  };
+  bool use_cpu = spec.device == DeviceKind::kCpu ||
+                 (spec.device == DeviceKind::kAuto && machine.gpus.empty());
+  if (use_cpu) {
+    if (!spec.gpus_auto && (spec.gpus.size() != 1 || (spec.gpus[0].id != "cpu" && spec.gpus[0].id != "0"))) {
+      throw UsageError(spec.source + ": gpus: this node runs on the CPU (" +
+                       (machine.gpus.empty() ? machine.nvml_status : "device: cpu") +
+                       "), which is one device; use gpus: auto or gpus: [{gpu: cpu, mode: ...}]");
+    }
+    PlacementDevice cpu;
+    cpu.id = "cpu";
+    cpu.name = "CPU (" + std::to_string(machine.cpus.size()) + " cores)";
+    cpu.memory_bytes = machine.host_memory_bytes;
+    cpu.sm_count = int(machine.cpus.size());
+    cpu.cpus = machine.cpus;
+    cpu.mode = mode_of(spec.gpus_auto ? nullptr : &spec.gpus[0]);
+    return {cpu};
+  }
+  if (machine.gpus.empty()) {
+    throw UsageError(spec.source + ": device: cuda, but " + machine.nvml_status +
+                     "; use device: auto or cpu to run on the CPU");
+  }
+  auto to_device = [&](const GpuInfo& gpu, SharingMode mode) {
+    PlacementDevice d;
+    d.id = std::to_string(gpu.index);
+    d.uuid = gpu.uuid;
+    d.name = gpu.name;
+    d.memory_bytes = gpu.memory_total;
+    d.sm_count = gpu.sm_count;
+    d.mode = mode;
+    return d;
+  };
+  std::vector<PlacementDevice> devices;
+  if (spec.gpus_auto) {
+    for (const GpuInfo& gpu : machine.gpus) devices.push_back(to_device(gpu, spec.mode));
+    return devices;
+  }
+  for (size_t i = 0; i < spec.gpus.size(); ++i) {
+    const GpuSelection& selection = spec.gpus[i];
+    auto it = std::find_if(machine.gpus.begin(), machine.gpus.end(), [&](const GpuInfo& g) {
+      return std::to_string(g.index) == selection.id || g.uuid == selection.id;
+    });
+    if (it == machine.gpus.end()) {
+      throw UsageError(spec.source + ": gpus[" + std::to_string(i) + "]: this machine has no GPU '" +
+                       selection.id + "' (it has 0.." + std::to_string(machine.gpus.size() - 1) +
+                       "); list indexes or UUIDs that `gpufrac gpus` shows");
+    }
+    devices.push_back(to_device(*it, mode_of(&selection)));
+  }
+  return devices;
+}
+
+Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> devices) {
+  if (devices.empty()) throw UsageError(spec.source + ": gpus: no device to place models on");
+  check_fraction_fields(spec, devices);
+  Placement placement;
+  placement.devices = std::move(devices);
+  const std::vector<PlacementDevice>& devs = placement.devices;
+
+  std::vector<PlacedInstance> pending;
+  for (size_t m = 0; m < spec.models.size(); ++m) {
+    const ModelSpec& model = spec.models[m];
+    for (int r = 0; r < model.replicas; ++r) {
+      PlacedInstance instance;
+      instance.model_index = m;
+      instance.replica = r;
+      instance.instance_name = model.replicas > 1 ? model.name + "#" + std::to_string(r) : model.name;
+      pending.push_back(instance);
+    }
+  }
+  // binpack: largest memory first (first-fit decreasing), measured on the largest device.
+  uint64_t largest = 0;
+  for (const PlacementDevice& d : devs) largest = std::max(largest, d.memory_bytes);
+  if (spec.placement == PlacementPolicy::kBinpack) {
+    PlacementDevice reference;
+    reference.memory_bytes = largest;
+    reference.mode = SharingMode::kFractions;
+    std::stable_sort(pending.begin(), pending.end(), [&](const PlacedInstance& a, const PlacedInstance& b) {
+      const ModelSpec& ma = spec.models[a.model_index];
+      const ModelSpec& mb = spec.models[b.model_index];
+      bool a_sized = ma.fraction.memory_bytes || ma.fraction.memory_share;
+      bool b_sized = mb.fraction.memory_bytes || mb.fraction.memory_share;
+      uint64_t sa = a_sized ? memory_cap(ma, reference, 0) : largest;
+      uint64_t sb = b_sized ? memory_cap(mb, reference, 0) : largest;
+      return sa > sb;
+    });
+  }
+
+  std::vector<DeviceLoad> loads(devs.size());
+  for (size_t d = 0; d < devs.size(); ++d) loads[d].memory_left = devs[d].memory_bytes;
+  for (PlacedInstance& instance : pending) {
+    const ModelSpec& model = spec.models[instance.model_index];
+    int chosen = -1;
+    std::string reason;
+    for (size_t d = 0; d < devs.size(); ++d) {
+      std::string why = misfit(spec, instance.model_index, devs[d], loads[d]);
+      if (!why.empty()) {
+        if (reason.empty()) reason = why;
+        continue;
+      }
+      if (chosen < 0) {
+        chosen = int(d);
+        if (spec.placement == PlacementPolicy::kBinpack) break;
+      } else if (loads[d].memory_left > loads[size_t(chosen)].memory_left) {
+        chosen = int(d);
+      }
+    }
+    if (chosen < 0) {
+      std::string replica = model.replicas > 1 ? " (replica " + std::to_string(instance.replica + 1) +
+                                                     " of " + std::to_string(model.replicas) + ")"
+                                               : "";
+      throw UsageError(spec.source + ": cannot place model '" + model.name + "'" + replica + ": " +
+                       reason + "; nothing was started");
+    }
+    const PlacementDevice& device = devs[size_t(chosen)];
+    DeviceLoad& load = loads[size_t(chosen)];
+    instance.device_index = size_t(chosen);
+    instance.mode = device.mode;
+    instance.memory_cap_bytes = memory_cap(model, device, spec.context_reserve_bytes);
+    load.memory_left -= instance.memory_cap_bytes + spec.context_reserve_bytes;
+    load.instances++;
+    if (device.mode == SharingMode::kFractions) {
+      instance.compute_share = *model.fraction.compute;
+      instance.sm_percent = std::clamp(int(std::lround(instance.compute_share * 100)), 1, 100);
+      load.compute_used += instance.compute_share;
+      if (device.is_cpu()) {
+        int cores = cores_for(instance.compute_share, device);
+        for (int c = 0; c < cores; ++c) {
+          size_t slot = size_t(load.cores_used + c) % device.cpus.size();  // wraps only when oversubscribed
+          instance.cpus.push_back(device.cpus[slot]);
+        }
+        load.cores_used += cores;
+      }
+    }
+  }
+  std::sort(pending.begin(), pending.end(), [](const PlacedInstance& a, const PlacedInstance& b) {
+    return std::pair(a.model_index, a.replica) < std::pair(b.model_index, b.replica);
+  });
+  placement.instances = std::move(pending);
+  return placement;
+}
+
+std::string gpu_memory_utilization(const PlacedInstance& instance, const PlacementDevice& device) {
+  double ratio = device.memory_bytes ? double(instance.memory_cap_bytes) / double(device.memory_bytes) : 0;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", std::floor(ratio * 1e4) / 1e4);
+  return text;
+}
+
+}  // namespace gpufrac

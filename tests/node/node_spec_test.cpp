@@ -1,0 +1,157 @@
+// Node spec parsing and validation: good specs parse to the right fields; each bad spec fails
+// with one line that names the field and says how to fix it.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "node/node_spec.h"
+
+namespace gpufrac {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_node_spec(yaml, "spec.yaml");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NodeSpec, FullSpecParses) {
+  NodeSpec spec = parse_node_spec(R"(
+name: demo
+listen: 0.0.0.0:9000
+device: cpu
+gpus: [{gpu: 0, mode: timeslice}, 1]
+mode: fractions
+placement: spread
+oversubscribe_compute: true
+context_reserve: 1G
+drain_timeout: 5s
+models:
+  - name: qwen-a
+    model: qwen3-4b
+    engine_args: {max-num-seqs: 32, --max-model-len: 4096, enforce-eager: true, skip: false}
+    fraction: {compute: 0.5, memory: 0.45}
+    replicas: 2
+    env: {HF_HOME: /data}
+  - name: vllm-b
+    command: vllm serve Q --port {port} --gpu-memory-utilization {gpu_memory_utilization}
+    health: /ready
+    startup_timeout: 20m
+    fraction: {compute: 50%, memory: 19968M}
+)", "spec.yaml");
+  EXPECT_EQ(spec.name, "demo");
+  EXPECT_EQ(spec.listen_host, "0.0.0.0");
+  EXPECT_EQ(spec.listen_port, 9000);
+  EXPECT_EQ(spec.device, DeviceKind::kCpu);
+  ASSERT_EQ(spec.gpus.size(), 2u);
+  EXPECT_EQ(spec.gpus[0].mode, SharingMode::kTimeslice);
+  EXPECT_FALSE(spec.gpus[1].mode.has_value());
+  EXPECT_EQ(spec.placement, PlacementPolicy::kSpread);
+  EXPECT_TRUE(spec.oversubscribe_compute);
+  EXPECT_EQ(spec.context_reserve_bytes, uint64_t(1) << 30);
+  EXPECT_DOUBLE_EQ(spec.drain_timeout_s, 5);
+  ASSERT_EQ(spec.models.size(), 2u);
+  const ModelSpec& a = spec.models[0];
+  EXPECT_TRUE(a.builtin());
+  EXPECT_EQ(a.model, "qwen3-4b");
+  ASSERT_EQ(a.engine_args.size(), 3u);  // "skip: false" drops the flag
+  EXPECT_EQ(a.engine_args[1], (std::pair<std::string, std::string>{"max-model-len", "4096"}));
+  EXPECT_EQ(a.engine_args[2], (std::pair<std::string, std::string>{"enforce-eager", ""}));
+  EXPECT_DOUBLE_EQ(*a.fraction.compute, 0.5);
+  EXPECT_DOUBLE_EQ(*a.fraction.memory_share, 0.45);
+  EXPECT_EQ(a.replicas, 2);
+  const ModelSpec& b = spec.models[1];
+  EXPECT_FALSE(b.builtin());
+  EXPECT_EQ(b.health_path, "/ready");
+  EXPECT_DOUBLE_EQ(b.startup_timeout_s, 1200);
+  EXPECT_DOUBLE_EQ(*b.fraction.compute, 0.5);
+  EXPECT_EQ(*b.fraction.memory_bytes, uint64_t(19968) << 20);
+}
+
+TEST(NodeSpec, DefaultsAndPortOnlyListen) {
+  NodeSpec spec = parse_node_spec("listen: 8123\nmodels: [{name: m, model: tiny}]\n", "s");
+  EXPECT_EQ(spec.name, "default");
+  EXPECT_EQ(spec.listen_host, "127.0.0.1");
+  EXPECT_EQ(spec.listen_port, 8123);
+  EXPECT_EQ(spec.mode, SharingMode::kFractions);
+  EXPECT_TRUE(spec.gpus_auto);
+  EXPECT_EQ(spec.models[0].replicas, 1);
+  EXPECT_EQ(spec.models[0].health_path, "/health");
+}
+
+TEST(NodeSpec, MemoryNumbersAboveOneAreBytes) {
+  NodeSpec spec = parse_node_spec(
+      "models: [{name: m, model: tiny, fraction: {compute: 1, memory: 1073741824}}]", "s");
+  EXPECT_EQ(*spec.models[0].fraction.memory_bytes, uint64_t(1) << 30);
+  EXPECT_DOUBLE_EQ(*spec.models[0].fraction.compute, 1.0);
+}
+
+struct BadSpec {
+  const char* yaml;
+  const char* field;  // must appear in the message
+  const char* fix;    // and so must this part of the fix
+};
+
+class NodeSpecErrors : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(NodeSpecErrors, NameTheFieldAndTheFix) {
+  std::string message = error_of(GetParam().yaml);
+  ASSERT_FALSE(message.empty()) << "spec was accepted:\n" << GetParam().yaml;
+  EXPECT_NE(message.find(GetParam().field), std::string::npos) << message;
+  EXPECT_NE(message.find(GetParam().fix), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  EXPECT_EQ(message.rfind("spec.yaml", 0), 0u) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, NodeSpecErrors,
+    ::testing::Values(
+        BadSpec{"models: [{name: a, model: tiny}]\nlisten: nowhere", "listen", "127.0.0.1:8000"},
+        BadSpec{"models: []", "models", "at least one model"},
+        BadSpec{"name: x", "models", "at least one model"},
+        BadSpec{"models: [{model: tiny}]", "models[0].name", "needs a name"},
+        BadSpec{"models: [{name: a, model: tiny}, {name: a, model: tiny}]", "models[1].name",
+                "its own name"},
+        BadSpec{"models: [{name: 'a b', model: tiny}]", "models[0].name", "rename"},
+        BadSpec{"models: [{name: a}]", "models[0].model", "preset"},
+        BadSpec{"models: [{name: a, model: tiny, fractoin: {}}]", "models[0].fractoin",
+                "use one of: name"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {compute: 1.5}}]",
+                "models[0].fraction.compute", "(0, 1]"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {compute: 0}}]",
+                "models[0].fraction.compute", "(0, 1]"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: 20Q}}]",
+                "models[0].fraction.memory", "size in bytes"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: 150%}}]",
+                "models[0].fraction.memory", "(0, 1]"},
+        BadSpec{"models: [{name: a, model: tiny, replicas: 0}]", "models[0].replicas", "1..64"},
+        BadSpec{"models: [{name: a, command: 'serve --port 80'}]", "models[0].command", "{port}"},
+        BadSpec{"models: [{name: a, command: 'x {port}', model: tiny}]", "models[0].model",
+                "command:"},
+        BadSpec{"models: [{name: a, engine: docker, model: tiny}]", "models[0].engine",
+                "builtin"},
+        BadSpec{"models: [{name: a, model: tiny, engine_args: {port: 1}}]",
+                "models[0].engine_args.port", "set by the node"},
+        BadSpec{"models: [{name: a, model: tiny, health: ready}]", "models[0].health", "/health"},
+        BadSpec{"mode: shared\nmodels: [{name: a, model: tiny}]", "mode", "fractions"},
+        BadSpec{"placement: random\nmodels: [{name: a, model: tiny}]", "placement", "spread"},
+        BadSpec{"device: tpu\nmodels: [{name: a, model: tiny}]", "device", "cpu"},
+        BadSpec{"gpus: [0, 0]\nmodels: [{name: a, model: tiny}]", "gpus[1]", "once"},
+        BadSpec{"gpus: [{mode: dedicated}]\nmodels: [{name: a, model: tiny}]", "gpus[0].gpu",
+                "index or UUID"},
+        BadSpec{"oversubscribe_compute: maybe\nmodels: [{name: a, model: tiny}]",
+                "oversubscribe_compute", "true or false"},
+        BadSpec{"context_reserve: lots\nmodels: [{name: a, model: tiny}]", "context_reserve",
+                "size in bytes"},
+        BadSpec{"name: ../x\nmodels: [{name: a, model: tiny}]", "name", "directory"},
+        BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "fix the syntax"}));
+
+TEST(NodeSpec, ErrorsCarryTheLine) {
+  std::string message = error_of("name: x\nmodels:\n  - name: a\n    model: tiny\n    replicas: -1\n");
+  EXPECT_NE(message.find("spec.yaml:5:"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace gpufrac

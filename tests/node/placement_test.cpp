@@ -1,0 +1,246 @@
+// Placement: shares become SM percentages and byte caps; memory is never over-committed; compute
+// oversubscribes only when the spec allows; an unplaceable spec names the field and places nothing.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/error.h"
+#include "node/placement.h"
+
+namespace gpufrac {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+
+MachineInventory machine_with_gpus(int count, uint64_t memory) {
+  MachineInventory m;
+  m.nvml_loaded = true;
+  for (int i = 0; i < count; ++i) {
+    GpuInfo g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i);
+    g.name = "Test GPU";
+    g.memory_total = memory;
+    g.sm_count = 132;
+    m.gpus.push_back(g);
+  }
+  m.cpus = {0, 1, 2, 3};
+  m.host_memory_bytes = 16 * kGiB;
+  return m;
+}
+
+MachineInventory cpu_machine(int cores) {
+  MachineInventory m;
+  m.nvml_status = "no NVIDIA driver";
+  for (int i = 0; i < cores; ++i) m.cpus.push_back(i);
+  m.host_memory_bytes = 16 * kGiB;
+  return m;
+}
+
+Placement place(const std::string& yaml, const MachineInventory& machine) {
+  NodeSpec spec = parse_node_spec(yaml, "spec.yaml");
+  return place_models(spec, select_devices(spec, machine));
+}
+
+std::string placement_error(const std::string& yaml, const MachineInventory& machine) {
+  try {
+    place(yaml, machine);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Placement, TwoHalvesOfAnA100GetTheStudysCap) {
+  Placement p = place(R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: b, model: tiny, fraction: {compute: 0.5, memory: 0.5}}
+)", machine_with_gpus(1, 40 * kGiB));
+  ASSERT_EQ(p.instances.size(), 2u);
+  for (const PlacedInstance& i : p.instances) {
+    EXPECT_EQ(i.device_index, 0u);
+    EXPECT_EQ(i.sm_percent, 50);
+    EXPECT_EQ(i.mode, SharingMode::kFractions);
+    EXPECT_EQ(i.memory_cap_bytes, 19968 * kMiB);  // (40960 - 1024) / 2 MiB
+  }
+  EXPECT_EQ(gpu_memory_utilization(p.instances[0], p.devices[0]), "0.4875");
+}
+
+TEST(Placement, BinpackFillsTheFirstGpuSpreadEvensOut) {
+  std::string models = R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.25, memory: 0.25}}
+  - {name: b, model: tiny, fraction: {compute: 0.25, memory: 0.25}}
+  - {name: c, model: tiny, fraction: {compute: 0.25, memory: 0.25}}
+)";
+  Placement packed = place(models, machine_with_gpus(3, 80 * kGiB));
+  for (const PlacedInstance& i : packed.instances) EXPECT_EQ(i.device_index, 0u);
+  Placement spread = place("placement: spread\n" + models, machine_with_gpus(3, 80 * kGiB));
+  EXPECT_EQ(spread.instances[0].device_index, 0u);
+  EXPECT_EQ(spread.instances[1].device_index, 1u);
+  EXPECT_EQ(spread.instances[2].device_index, 2u);
+}
+
+TEST(Placement, BinpackPlacesLargestFirstSoEverythingFits) {
+  // In spec order, first-fit would put 0.3 and 0.3 on GPU 0 and then fail 0.7 nowhere... it
+  // fits GPU 1; the point is that the result never over-commits and keeps spec order.
+  Placement p = place(R"(
+models:
+  - {name: small1, model: tiny, fraction: {compute: 0.3, memory: 0.3}}
+  - {name: big, model: tiny, fraction: {compute: 0.7, memory: 0.7}}
+  - {name: small2, model: tiny, fraction: {compute: 0.3, memory: 0.3}}
+  - {name: big2, model: tiny, fraction: {compute: 0.7, memory: 0.7}}
+)", machine_with_gpus(2, 80 * kGiB));
+  ASSERT_EQ(p.instances.size(), 4u);
+  EXPECT_EQ(p.instances[0].instance_name, "small1");
+  EXPECT_EQ(p.instances[1].instance_name, "big");
+  EXPECT_NE(p.instances[1].device_index, p.instances[3].device_index);
+}
+
+TEST(Placement, ReplicasAreSeparateInstances) {
+  Placement p = place(
+      "models: [{name: a, model: tiny, replicas: 3, fraction: {compute: 0.3, memory: 0.3}}]",
+      machine_with_gpus(1, 80 * kGiB));
+  ASSERT_EQ(p.instances.size(), 3u);
+  EXPECT_EQ(p.instances[0].instance_name, "a#0");
+  EXPECT_EQ(p.instances[2].instance_name, "a#2");
+}
+
+TEST(Placement, MemoryIsNeverOverCommitted) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> share(0.05, 0.7);
+  int placed = 0, refused = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string yaml = trial % 2 ? "placement: spread\noversubscribe_compute: true\nmodels:\n"
+                                 : "oversubscribe_compute: true\nmodels:\n";
+    int n = 1 + int(rng() % 8);
+    for (int m = 0; m < n; ++m) {
+      yaml += "  - {name: m" + std::to_string(m) + ", model: tiny, fraction: {compute: 0.5, memory: ";
+      yaml += m % 3 == 0 ? std::to_string(int(share(rng) * 80)) + "G" : std::to_string(share(rng));
+      yaml += "}}\n";
+    }
+    NodeSpec spec = parse_node_spec(yaml, "spec.yaml");
+    Placement p;
+    try {
+      p = place_models(spec, select_devices(spec, machine_with_gpus(2, 80 * kGiB)));
+    } catch (const UsageError&) {
+      ++refused;
+      continue;
+    }
+    ++placed;
+    std::vector<uint64_t> used(p.devices.size());
+    for (const PlacedInstance& i : p.instances) {
+      EXPECT_GT(i.memory_cap_bytes, 0u);
+      used[i.device_index] += i.memory_cap_bytes + spec.context_reserve_bytes;
+    }
+    for (size_t d = 0; d < used.size(); ++d) EXPECT_LE(used[d], p.devices[d].memory_bytes);
+  }
+  EXPECT_GT(placed, 50);
+  EXPECT_GT(refused, 10);
+}
+
+TEST(Placement, MemoryThatDoesNotFitPlacesNothing) {
+  std::string message = placement_error(R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.5, memory: 60G}}
+  - {name: b, model: tiny, fraction: {compute: 0.5, memory: 30G}}
+)", machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(message.find("cannot place model 'b'"), std::string::npos) << message;
+  EXPECT_NE(message.find("models[1].fraction.memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("nothing was started"), std::string::npos) << message;
+}
+
+TEST(Placement, ComputeOversubscribesOnlyWhenAllowed) {
+  std::string models = R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.7, memory: 0.4}}
+  - {name: b, model: tiny, fraction: {compute: 0.7, memory: 0.4}}
+)";
+  std::string message = placement_error(models, machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(message.find("models[1].fraction.compute"), std::string::npos) << message;
+  EXPECT_NE(message.find("oversubscribe_compute: true"), std::string::npos) << message;
+  Placement p = place("oversubscribe_compute: true\n" + models, machine_with_gpus(1, 80 * kGiB));
+  EXPECT_EQ(p.instances[1].sm_percent, 70);
+}
+
+TEST(Placement, FractionsNeedComputeAndMemory) {
+  std::string no_compute = placement_error(
+      "models: [{name: a, model: tiny, fraction: {memory: 0.5}}]", machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(no_compute.find("models[0].fraction.compute: missing"), std::string::npos) << no_compute;
+  std::string no_memory = placement_error(
+      "mode: timeslice\nmodels: [{name: a, model: tiny}]", machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(no_memory.find("models[0].fraction.memory: missing"), std::string::npos) << no_memory;
+}
+
+TEST(Placement, DedicatedHoldsOneModelAndGetsTheWholeGpu) {
+  std::string models = "mode: dedicated\nmodels: [{name: a, model: tiny}, {name: b, model: tiny}]\n";
+  Placement p = place(models, machine_with_gpus(2, 80 * kGiB));
+  EXPECT_NE(p.instances[0].device_index, p.instances[1].device_index);
+  EXPECT_EQ(p.instances[0].sm_percent, 100);
+  EXPECT_EQ(p.instances[0].memory_cap_bytes, 80 * kGiB - 512 * kMiB);
+  std::string message = placement_error(models, machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(message.find("dedicated"), std::string::npos) << message;
+}
+
+TEST(Placement, ModePerGpu) {
+  Placement p = place(R"(
+gpus: [{gpu: 1, mode: timeslice}, {gpu: GPU-0, mode: fractions}]
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.6, memory: 0.6}}
+  - {name: b, model: tiny, fraction: {compute: 0.6, memory: 0.3}}
+)", machine_with_gpus(2, 80 * kGiB));
+  ASSERT_EQ(p.devices.size(), 2u);
+  EXPECT_EQ(p.devices[0].id, "1");
+  EXPECT_EQ(p.devices[0].mode, SharingMode::kTimeslice);
+  EXPECT_EQ(p.devices[1].uuid, "GPU-0");
+  // Both fit the timeslice GPU by memory (compute is not partitioned there).
+  EXPECT_EQ(p.instances[0].mode, SharingMode::kTimeslice);
+  EXPECT_EQ(p.instances[1].mode, SharingMode::kTimeslice);
+  EXPECT_EQ(p.instances[1].sm_percent, 100);
+}
+
+TEST(Placement, UnknownGpuAndMissingGpusAreSpecErrors) {
+  std::string unknown = placement_error("gpus: [5]\nmodels: [{name: a, model: tiny}]",
+                                        machine_with_gpus(2, 80 * kGiB));
+  EXPECT_NE(unknown.find("gpus[0]"), std::string::npos) << unknown;
+  std::string no_gpu = placement_error("device: cuda\nmodels: [{name: a, model: tiny}]", cpu_machine(2));
+  EXPECT_NE(no_gpu.find("device: cuda"), std::string::npos) << no_gpu;
+  EXPECT_NE(no_gpu.find("device: auto or cpu"), std::string::npos) << no_gpu;
+}
+
+TEST(Placement, CpuFractionsPinDisjointCoresTimesliceFloats) {
+  std::string models = R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}
+  - {name: b, model: tiny, fraction: {compute: 0.5, memory: 0.25}}
+)";
+  Placement p = place(models, cpu_machine(4));
+  ASSERT_EQ(p.devices.size(), 1u);
+  EXPECT_TRUE(p.devices[0].is_cpu());
+  EXPECT_EQ(p.instances[0].cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.instances[1].cpus, (std::vector<int>{2, 3}));
+  Placement floating = place("mode: timeslice\n" + models, cpu_machine(4));
+  EXPECT_TRUE(floating.instances[0].cpus.empty());
+  EXPECT_TRUE(floating.instances[1].cpus.empty());
+  // The same spec on a GPU machine but device: cpu runs on the CPU too.
+  Placement forced = place("device: cpu\n" + models, machine_with_gpus(1, 80 * kGiB));
+  EXPECT_TRUE(forced.devices[0].is_cpu());
+}
+
+TEST(Placement, CpuCoresAreNotOversubscribedUnlessAllowed) {
+  std::string models = R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.3, memory: 0.2}}
+  - {name: b, model: tiny, fraction: {compute: 0.3, memory: 0.2}}
+  - {name: c, model: tiny, fraction: {compute: 0.3, memory: 0.2}}
+)";
+  std::string message = placement_error(models, cpu_machine(2));
+  EXPECT_NE(message.find("core"), std::string::npos) << message;
+  Placement p = place("oversubscribe_compute: true\n" + models, cpu_machine(2));
+  EXPECT_EQ(p.instances[2].cpus, (std::vector<int>{0}));  // wrapped onto core 0 again
+}
+
+}  // namespace
+}  // namespace gpufrac
