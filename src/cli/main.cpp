@@ -6,7 +6,9 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_command.h"
 #include "common/error.h"
+#include "report/report_command.h"
 
 namespace {
 
@@ -18,6 +20,8 @@ struct Command {
 
 // One line per subcommand, in the order `gpufrac --help` lists them.
 const std::vector<Command> kCommands = {
+    {"bench", "load generator: ISL/OSL, concurrency sweeps, many endpoints", gpufrac::bench_command},
+    {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
 };
 
 void print_help() {
