@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/bench_command.h"
 #include "common/error.h"
 #include "report/report_command.h"
 
@@ -20,7 +19,6 @@ struct Command {
 
 // One line per subcommand, in the order `gpufrac --help` lists them.
 const std::vector<Command> kCommands = {
-    {"bench", "load generator: ISL/OSL, concurrency sweeps, many endpoints", gpufrac::bench_command},
     {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
 };
 
