@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -240,6 +241,80 @@ ProcessId spawn_process(const SpawnOptions& options) {
   }
   // The child has exec'd (the pipe closed on exec), so its start time is final.
   return {pid, process_start_time(pid)};
+}
+
+CommandOutput run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          const std::string& input, double timeout_s) {
+  CommandOutput result;
+  std::string program = argv.empty() ? "" : find_executable(argv[0]);
+  if (program.empty()) {
+    result.err = "'" + (argv.empty() ? std::string() : argv[0]) + "' not found or not executable";
+    return result;
+  }
+  std::vector<char*> c_argv = c_strings(argv);
+  std::vector<char*> c_env = c_strings(env);
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return result;
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return result;
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    return result;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execve(program.c_str(), c_argv.data(), c_env.data());
+    _exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (pid < 0) {
+    for (int fd : {in[1], out[0], err[0]}) ::close(fd);
+    return result;
+  }
+  // Small inputs (a command line) fit the pipe buffer: write all, then close for EOF.
+  ssize_t ignored = ::write(in[1], input.data(), input.size());
+  (void)ignored;
+  ::close(in[1]);
+  int64_t deadline = monotonic_ns() + int64_t(timeout_s * 1e9);
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buffer[4096];
+  while (open_fds > 0) {
+    int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
+    if (left_ms <= 0) {
+      result.timed_out = true;
+      break;
+    }
+    if (::poll(fds, 2, int(left_ms)) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        (i == 0 ? result.out : result.err).append(buffer, size_t(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (const pollfd& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  if (result.timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.wait_status = status;
+  return result;
 }
 
 std::optional<int> reap_child(pid_t pid) {

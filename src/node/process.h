@@ -47,6 +47,18 @@ struct SpawnOptions {
 // Starts the process; throws RuntimeFailure naming argv[0] when it cannot be executed.
 ProcessId spawn_process(const SpawnOptions& options);
 
+struct CommandOutput {
+  int wait_status = -1;  // as from waitpid; -1 when it could not run
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+  bool ok() const { return !timed_out && wait_status == 0; }
+};
+// Runs a short command to completion: `input` on its stdin, stdout and stderr captured, killed
+// after `timeout_s`. For control programs (nvidia-cuda-mps-control), not for engines.
+CommandOutput run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          const std::string& input, double timeout_s);
+
 // Non-blocking reap of our own child: the wait status once it has exited, else nullopt.
 std::optional<int> reap_child(pid_t pid);
 // "exit code 3", "killed by signal 9 (Killed)".
