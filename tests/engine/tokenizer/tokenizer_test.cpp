@@ -1,0 +1,221 @@
+// Unit tests of Tokenizer: BPE merge order on small synthetic tokenizer.json files, added tokens,
+// the loader's refusals, and fixed facts of the real Qwen3 and Llama 3 tokenizers (npm data).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/error.h"
+#include "engine/tokenizer/nfc.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/utf8.h"
+#include "tokenizer_test_support.h"
+
+namespace gpufrac::engine {
+namespace {
+
+using test_util::synthetic_tokenizer_json;
+using Ids = std::vector<int32_t>;
+
+Tokenizer synthetic(const std::vector<std::pair<std::string, std::string>>& merges) {
+  return Tokenizer::from_json(synthetic_tokenizer_json(merges), "synthetic");
+}
+
+int32_t id_of(const Tokenizer& t, std::string_view bytes) {
+  return t.token_id(bytes_to_byte_level(bytes)).value_or(-1);
+}
+
+TEST(Bpe, MergesLowestRankFirst) {
+  const Tokenizer t = synthetic({{"a", "b"}, {"b", "c"}, {"ab", "c"}});
+  EXPECT_EQ(t.encode("abc"), Ids{id_of(t, "abc")});
+  const Tokenizer reversed = synthetic({{"b", "c"}, {"a", "b"}, {"ab", "c"}});
+  EXPECT_EQ(reversed.encode("abc"), (Ids{'a', id_of(reversed, "bc")}));
+}
+
+TEST(Bpe, TiesGoToTheLeftmostPair) {
+  const Tokenizer t = synthetic({{"a", "a"}});
+  const int32_t aa = id_of(t, "aa");
+  EXPECT_EQ(t.encode("aaa"), (Ids{aa, 'a'}));
+  EXPECT_EQ(t.encode("aaaa"), (Ids{aa, aa}));
+  const Tokenizer nested = synthetic({{"a", "a"}, {"aa", "aa"}});
+  EXPECT_EQ(nested.encode("aaaaa"), (Ids{id_of(nested, "aaaa"), 'a'}));
+}
+
+TEST(Bpe, ArrayAndStringMergesAgree) {
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {" ", "t"}, {"h", "e"}, {" t", "he"}, {"e", "r"}};
+  const Tokenizer strings = Tokenizer::from_json(synthetic_tokenizer_json(merges, false), "s");
+  const Tokenizer arrays = Tokenizer::from_json(synthetic_tokenizer_json(merges, true), "a");
+  const std::string text = "the other there";
+  EXPECT_EQ(strings.encode(text), arrays.encode(text));
+  EXPECT_EQ(strings.encode(" the")[0], id_of(strings, " the"));
+}
+
+TEST(Bpe, IgnoreMergesTakesWholeVocabularyWords) {
+  Json j = synthetic_tokenizer_json({{"a", "b"}});
+  j["model"]["vocab"]["xyz"] = 300;  // no merges build it
+  EXPECT_EQ(Tokenizer::from_json(j, "x").encode("xyz"), (Ids{'x', 'y', 'z'}));
+  j["model"]["ignore_merges"] = true;
+  EXPECT_EQ(Tokenizer::from_json(j, "x").encode("xyz"), Ids{300});
+}
+
+TEST(Bpe, LongWordsAndRepeatsUseTheCacheConsistently) {
+  const Tokenizer t = synthetic({{"a", "b"}, {"ab", "ab"}, {"c", "d"}});
+  std::string long_word(5000, 'a');
+  for (size_t i = 1; i < long_word.size(); i += 2) long_word[i] = 'b';
+  const Ids first = t.encode(long_word);
+  EXPECT_EQ(first.size(), 1250u);  // 2500 "ab" merged pairwise into "abab"
+  EXPECT_EQ(t.encode(long_word), first);
+  EXPECT_EQ(t.encode("cd cd cd"), t.encode("cd cd cd"));
+}
+
+Json with_added(Json j) {
+  j["added_tokens"] = Json::parse(R"([
+    {"id": 1000, "content": "<|x|>", "special": true},
+    {"id": 1001, "content": "<|xy|>", "special": true},
+    {"id": 1002, "content": "<think>", "special": false}])");
+  return j;
+}
+
+TEST(AddedTokens, MatchedLeftmostLongestBeforeBpe) {
+  const Tokenizer t = Tokenizer::from_json(with_added(synthetic_tokenizer_json({})), "added");
+  EXPECT_EQ(t.encode("a<|xy|>b<|x|><think>"), (Ids{'a', 1001, 'b', 1000, 1002}));
+  EXPECT_EQ(t.encode("<|x<|x|>"), (Ids{'<', '|', 'x', 1000}));
+  const Ids plain = t.encode("<|x|>", {.parse_special = false});
+  EXPECT_EQ(plain.size(), 5u);
+  EXPECT_EQ(t.decode(plain), "<|x|>");
+}
+
+TEST(AddedTokens, DecodeSkipsOnlySpecialOnes) {
+  const Tokenizer t = Tokenizer::from_json(with_added(synthetic_tokenizer_json({})), "added");
+  const Ids ids = {'a', 1000, 1002, 'b'};
+  EXPECT_EQ(t.decode(ids, true), "a<think>b");
+  EXPECT_EQ(t.decode(ids, false), "a<|x|><think>b");
+  EXPECT_TRUE(t.is_special(1000));
+  EXPECT_FALSE(t.is_special(1002));
+  EXPECT_EQ(t.token_id("<|xy|>"), 1001);
+  EXPECT_EQ(t.token_string(1001), "<|xy|>");
+  EXPECT_EQ(t.token_string(' '), "\u0120");
+  // Unknown ids (a gap, past the end, negative) decode to nothing.
+  EXPECT_EQ(t.decode(Ids{'a', 999, 5000, -1, 'b'}), "ab");
+  EXPECT_EQ(t.token_string(999), "");
+}
+
+TEST(PostProcessor, TemplateProcessingAddsPrefixWhenAsked) {
+  Json j = with_added(synthetic_tokenizer_json({}));
+  j["post_processor"] = Json::parse(R"({"type": "Sequence", "processors": [
+    {"type": "ByteLevel"},
+    {"type": "TemplateProcessing",
+     "single": [{"SpecialToken": {"id": "<|x|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+     "special_tokens": {"<|x|>": {"id": "<|x|>", "ids": [1000], "tokens": ["<|x|>"]}}}]})");
+  const Tokenizer t = Tokenizer::from_json(j, "pp");
+  EXPECT_EQ(t.prefix_ids(), Ids{1000});
+  EXPECT_EQ(t.encode("a"), Ids{'a'});
+  EXPECT_EQ(t.encode("a", {.add_special_tokens = true}), (Ids{1000, 'a'}));
+}
+
+void expect_refused(const Json& j, const std::string& fragment) {
+  try {
+    Tokenizer::from_json(j, "bad.json");
+    ADD_FAILURE() << "accepted a tokenizer.json with " << fragment;
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Loader, RefusesWhatItDoesNotImplement) {
+  const Json base = synthetic_tokenizer_json({{"a", "b"}});
+  Json j = base;
+  j["normalizer"] = {{"type", "NFKC"}};
+  expect_refused(j, "normalizer");
+  j = base;
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+";
+  expect_refused(j, "Split regex");
+  j = base;
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", true}};
+  expect_refused(j, "pre_tokenizer");
+  j = base;
+  j["model"]["byte_fallback"] = true;
+  expect_refused(j, "byte_fallback");
+  j = base;
+  j["model"]["merges"].push_back("q zz");
+  expect_refused(j, "merge 'q zz'");
+  j = base;
+  j["added_tokens"] = Json::parse(R"([{"id": 999, "content": "<s>", "lstrip": true}])");
+  expect_refused(j, "lstrip");
+  j = base;
+  j["model"]["vocab"]["\u4e16"] = 400;
+  expect_refused(j, "ByteLevel alphabet");
+  j = base;
+  j["decoder"] = {{"type", "Metaspace"}};
+  expect_refused(j, "decoder");
+}
+
+TEST(Loader, MissingFileNamesIt) {
+  try {
+    Tokenizer::load("/nonexistent/model");
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read /nonexistent/model"), std::string::npos);
+  }
+}
+
+TEST(Qwen3Tokenizer, KnownIdsAndEncodings) {
+  const Tokenizer& t = test_util::qwen3();
+  EXPECT_EQ(t.id_limit(), 151669);
+  EXPECT_EQ(t.token_id("<|endoftext|>"), 151643);
+  EXPECT_EQ(t.token_id("<|im_start|>"), 151644);
+  EXPECT_EQ(t.token_id("<|im_end|>"), 151645);
+  EXPECT_TRUE(t.is_special(151645));
+  EXPECT_FALSE(t.is_special(*t.token_id("<think>")));
+  EXPECT_TRUE(t.normalizes_nfc());
+  EXPECT_EQ(t.pre_tokenizer(), PreTokenizerPattern::kQwen2);
+  EXPECT_TRUE(t.prefix_ids().empty());
+  // Reference ids from the npm package's JavaScript tokenizer.
+  EXPECT_EQ(t.encode("Hello, world!"), (Ids{9707, 11, 1879, 0}));
+  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>\n"), (Ids{151644, 872, 198, 6023, 151645, 198}));
+  EXPECT_EQ(t.encode("1234567"), (Ids{16, 17, 18, 19, 20, 21, 22}));
+}
+
+TEST(Qwen3Tokenizer, NormalizesToNfcBeforeBpe) {
+  const Tokenizer& t = test_util::qwen3();
+  EXPECT_EQ(t.encode("caf" "e\u0301"), t.encode("caf\u00e9"));
+  EXPECT_EQ(t.decode(t.encode("\u1100\u1161")), "\uac00");
+}
+
+TEST(Qwen3Tokenizer, ModelIdsPastTheVocabularyDecodeToNothing) {
+  const Tokenizer& t = test_util::qwen3();
+  EXPECT_EQ(t.decode(Ids{9707, 151700, 151935, 11}), "Hello,");
+}
+
+TEST(Qwen3Tokenizer, ArbitraryBytesRoundTripByteForByte) {
+  const Tokenizer& t = test_util::qwen3();
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bytes(rng() % 64, '\0');
+    for (char& c : bytes) c = char(rng() % 256);
+    if (!nfc_quick_check(bytes)) continue;  // NFC may legitimately change valid parts
+    std::string joined;
+    for (const int32_t id : t.encode(bytes)) joined.append(t.token_bytes(id, false));
+    // Added-token text can appear by chance only with '<'; compare the bytes either way.
+    EXPECT_EQ(joined, bytes);
+    std::string expected;
+    append_lossy_utf8(bytes, expected);
+    EXPECT_EQ(t.decode(t.encode(bytes)), expected);
+  }
+}
+
+TEST(Llama3Tokenizer, KnownIdsAndPatterns) {
+  const Tokenizer& t = test_util::llama3();
+  EXPECT_EQ(t.token_id("<|begin_of_text|>"), 128000);
+  EXPECT_EQ(t.token_id("<|end_of_text|>"), 128001);
+  EXPECT_EQ(t.token_id("<|eot_id|>"), 128009);
+  EXPECT_EQ(t.pre_tokenizer(), PreTokenizerPattern::kLlama3);
+  EXPECT_FALSE(t.normalizes_nfc());
+  // Three digits per piece: "1234567" is three tokens.
+  EXPECT_EQ(t.encode("1234567").size(), 3u);
+  EXPECT_EQ(t.decode(t.encode("e\u0301")), "e\u0301");  // no normalizer
+}
+
+}  // namespace
+}  // namespace gpufrac::engine
