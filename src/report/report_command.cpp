@@ -46,6 +46,15 @@ CliArgs report_args() {
                "  nodes = ceil(N / (gpus-per-node x models per GPU))\n"
                "  tok/s = the run's output tok/s x N / (models in the run)\n"
                "  $/1M  = price x nodes / (tok/s x 3600) x 1e6;  change = shared $/1M / dedicated $/1M - 1")
+      .section("Files written to --out",
+               "  report.md                 everything printed to stdout, with the plots linked\n"
+               "  throughput-mM.csv         tok/s per GPU and % of baseline, shared arms at M per GPU\n"
+               "  latency-mM.csv            TTFT and ITL p50 and their % of baseline, same rows\n"
+               "  cost-N-models.csv         one per --models N\n"
+               "  appendix.csv              each run's total tok/s at equal concurrency per model\n"
+               "  points-ARM_mM.csv         every point of one arm (points-open-... for open loop)\n"
+               "  tok-s-per-gpu-vs-requests-per-gpu.svg, itl-p50-vs-tok-s-per-gpu.svg\n"
+               "  CSV numbers are unrounded; a missing value is an empty field (\"—\" in Markdown).")
       .section("Example",
                "  gpufrac report tests/data/reference-study --out /tmp/study --models 16 \\\n"
                "      --price 1.00 --gpus-per-node 8 --label dedicated=baseline --label timeslice=HAMi\n"
