@@ -38,7 +38,7 @@ std::vector<ModelConfig> all_presets() {
 
   ModelConfig tiny = qwen3_base("tiny");
   tiny.num_layers = 2;
-  tiny.hidden_size = 128;
+  tiny.hidden_size = 64;  // q width 4 x 32 = 128 != hidden, as in the real Qwen3 models
   tiny.num_heads = 4;
   tiny.num_kv_heads = 2;
   tiny.head_dim = 32;

@@ -3,8 +3,9 @@
 //
 //   qwen3-4b    Qwen3-4B shapes (36 layers, hidden 2560, 32/8 heads x 128, 9728, tied): 8.05 GB
 //   qwen3-0.6b  Qwen3-0.6B shapes (28 layers, hidden 1024, 16/8 heads x 128, 3072, tied): 1.19 GB
-//   tiny        2 layers, hidden 128, 4/2 heads x 32, intermediate 256, but Qwen3's vocabulary
-//               (151936), q/k norm, tied embeddings, rope_theta 1e6, eos 151645/151643: ~40 MB
+//   tiny        2 layers, hidden 64, 4/2 heads x 32 (q width 128 != hidden, like the real
+//               models), intermediate 256, but Qwen3's vocabulary (151936), q/k norm, tied
+//               embeddings, rope_theta 1e6, eos 151645/151643: ~20 MB
 //
 // Weights are bf16, a pure function of (config, seed): the same on every machine and for every
 // thread count. Matrices and biases ~ N(0, 0.02^2) (an Irwin-Hall approximation), norm weights

@@ -19,35 +19,38 @@ constexpr float kGreedyBelow = 1e-5f;
 struct Candidate {
   float logit;
   int32_t id;
+  float weight;  // exp((logit - max) / temperature): the unnormalised probability
 };
 
-// More likely first; equal logits: lower id first.
+// More likely first; equal logits: lower id first (a strict total order).
 bool more_likely(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-// Keeps the smallest most-likely prefix of `kept` whose probability mass reaches top_p.
-// Sorts only as much as needed: the top 256, then 4x more, until the mass is reached.
-void apply_top_p(std::vector<Candidate>& kept, double max_logit, double inv_temperature,
-                 double total, double top_p) {
-  size_t sorted = 0;
-  double mass = 0;
-  size_t keep = kept.size();
-  for (size_t window = 256;; window *= 4) {
-    size_t end = std::min(window, kept.size());
-    std::partial_sort(kept.begin() + sorted, kept.begin() + end, kept.end(), more_likely);
-    bool reached = false;
-    for (; sorted < end; ++sorted) {
-      mass += std::exp((kept[sorted].logit - max_logit) * inv_temperature) / total;
-      if (mass >= top_p) {
-        keep = sorted + 1;
-        reached = true;
-        break;
-      }
+// Reorders `kept` so that its first n elements are the smallest most-likely set whose weight
+// reaches `target`, and returns n. Quickselect on mass: expected O(size), no full sort.
+size_t top_p_prefix(std::vector<Candidate>& kept, double target) {
+  size_t lo = 0, hi = kept.size();  // [0, lo) kept for sure, [hi, size) dropped for sure
+  double remaining = target;        // weight still needed beyond [0, lo)
+  while (lo < hi) {
+    std::swap(kept[lo + (hi - lo) / 2], kept[hi - 1]);
+    Candidate pivot = kept[hi - 1];
+    auto mid_it = std::partition(kept.begin() + int64_t(lo), kept.begin() + int64_t(hi - 1),
+                                 [&](const Candidate& c) { return more_likely(c, pivot); });
+    size_t mid = size_t(mid_it - kept.begin());
+    std::swap(kept[mid], kept[hi - 1]);
+    double upper = 0;
+    for (size_t i = lo; i < mid; ++i) upper += kept[i].weight;
+    if (upper >= remaining) {
+      hi = mid;
+    } else if (upper + pivot.weight >= remaining) {
+      return mid + 1;
+    } else {
+      remaining -= upper + pivot.weight;
+      lo = mid + 1;
     }
-    if (reached || end == kept.size()) break;
   }
-  kept.resize(keep);
+  return std::max<size_t>(lo, 1);
 }
 
 }  // namespace
@@ -78,7 +81,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
   float max_logit = -INFINITY;
   for (size_t id = 0; id < logits.size(); ++id) {
     if (!allowed(id)) continue;
-    kept.push_back({logits[id], int32_t(id)});
+    kept.push_back({logits[id], int32_t(id), 0});
     max_logit = std::max(max_logit, logits[id]);
   }
   if (kept.empty()) return -1;
@@ -88,25 +91,27 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
     std::nth_element(kept.begin(), kept.begin() + params.top_k, kept.end(), more_likely);
     kept.resize(params.top_k);
   }
-  double inv_temperature = 1.0 / params.temperature;
-  auto weight = [&](const Candidate& c) { return std::exp((c.logit - max_logit) * inv_temperature); };
+  float inv_temperature = 1.0f / params.temperature;
+  double total = 0;
+  for (Candidate& c : kept) {
+    c.weight = std::exp((c.logit - max_logit) * inv_temperature);
+    total += c.weight;
+  }
   if (params.top_p < 1) {
     selected = true;
-    double total = 0;
-    for (const Candidate& c : kept) total += weight(c);
-    apply_top_p(kept, max_logit, inv_temperature, total, std::max(0.0f, params.top_p));
+    kept.resize(top_p_prefix(kept, std::max(0.0f, params.top_p) * total));
   }
   // Canonical order, so the draw depends on the set of kept ids and not on how it was selected.
   if (selected) {
     std::sort(kept.begin(), kept.end(),
               [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    total = 0;
+    for (const Candidate& c : kept) total += c.weight;
   }
-  double total = 0;
-  for (const Candidate& c : kept) total += weight(c);
   double target = sampling_uniform(params.seed, params.generated) * total;
   double cumulative = 0;
   for (const Candidate& c : kept) {
-    cumulative += weight(c);
+    cumulative += c.weight;
     if (cumulative >= target) return c.id;
   }
   return kept.back().id;

@@ -2,4 +2,8 @@
 gpufrac_test(engine_model_test LABEL unit
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu_runner_test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/sampler_test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/model_safetensors_test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/model_presets_test.cpp
   LIBS gpufrac_engine_model GTest::gmock)
