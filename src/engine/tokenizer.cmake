@@ -14,6 +14,7 @@ add_library(gpufrac_tokenizer
   tokenizer/tokenizer_location.cpp
   tokenizer/unicode_classes.cpp
   tokenizer/utf8.cpp
+  tokenizer/word_cache.cpp
 )
 target_link_libraries(gpufrac_tokenizer PUBLIC gpufrac_common)
 # The source tree is the last place find_qwen3_tokenizer_dir() looks for the npm data.

@@ -3,47 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/tokenizer/word_cache.h"
+
 namespace gpufrac::engine {
-
-// A bounded map from piece bytes to ids. Ids of all entries of a shard live in one arena.
-class BpeModel::WordCache {
- public:
-  bool lookup(std::string_view word, size_t hash, std::vector<int32_t>& out) {
-    Shard& shard = shards_[hash % kShards];
-    std::lock_guard lock(shard.mutex);
-    auto it = shard.spans.find(word);
-    if (it == shard.spans.end()) return false;
-    out.insert(out.end(), shard.ids.begin() + it->second.offset,
-               shard.ids.begin() + it->second.offset + it->second.length);
-    return true;
-  }
-
-  void insert(std::string_view word, size_t hash, const int32_t* ids, size_t count) {
-    Shard& shard = shards_[hash % kShards];
-    std::lock_guard lock(shard.mutex);
-    if (shard.spans.size() >= kEntriesPerShard) {
-      shard.spans.clear();
-      shard.ids.clear();
-    }
-    if (shard.spans.emplace(std::string(word), Span{uint32_t(shard.ids.size()), uint32_t(count)})
-            .second) {
-      shard.ids.insert(shard.ids.end(), ids, ids + count);
-    }
-  }
-
- private:
-  static constexpr size_t kShards = 16;
-  static constexpr size_t kEntriesPerShard = 1 << 14;
-  struct Span {
-    uint32_t offset, length;
-  };
-  struct Shard {
-    std::mutex mutex;
-    std::unordered_map<std::string, Span, StringHash, std::equal_to<>> spans;
-    std::vector<int32_t> ids;
-  };
-  std::array<Shard, kShards> shards_;
-};
 
 namespace {
 
@@ -119,21 +81,25 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
+  if (word.size() > WordCache::kMaxWordBytes) {
+    encode_uncached(word, out);
+    return;
+  }
+  const uint64_t hash = WordCache::hash(word);
+  if (cache_->lookup(word, hash, out)) return;
+  const size_t first = out.size();
+  encode_uncached(word, out);
+  cache_->insert(word, hash, std::span<const int32_t>(out).subspan(first));
+}
+
+void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
     if (const int32_t id = id_of_bytes(word); id >= 0) {
       out.push_back(id);
       return;
     }
   }
-  if (word.size() > kMaxCachedWordBytes) {
-    merge_symbols(word, out);
-    return;
-  }
-  const size_t hash = StringHash{}(word);
-  if (cache_->lookup(word, hash, out)) return;
-  const size_t first = out.size();
   merge_symbols(word, out);
-  cache_->insert(word, hash, out.data() + first, out.size() - first);
 }
 
 void BpeModel::merge_symbols(std::string_view word, std::vector<int32_t>& out) const {

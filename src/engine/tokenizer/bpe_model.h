@@ -4,8 +4,7 @@
 // bytes and ids (byte_level.h converts tokenizer.json's strings).
 //
 // Speed: merges live in an open-addressing hash keyed by the id pair, and finished pieces of up to
-// kMaxCachedWordBytes bytes are remembered in a bounded cache (16 mutex-guarded shards, each
-// cleared when it reaches its capacity), so common words cost one hash lookup.
+// 256 bytes are remembered in a bounded WordCache, so common words cost one hash lookup.
 //
 // Thread-safety: immutable after construction except the cache, which is internally locked;
 // encode_word may be called from many threads at once.
@@ -14,7 +13,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,10 +30,10 @@ struct BpeMerge {
   int32_t left, right, merged;  // token ids; the merge's rank is its index in the list
 };
 
+class WordCache;
+
 class BpeModel {
  public:
-  static constexpr size_t kMaxCachedWordBytes = 256;
-
   // `vocab`: raw bytes -> id, holding every single byte; `merges` in rank order. With
   // `ignore_merges` (Llama 3), a piece that is itself in the vocabulary is taken whole.
   // Throws std::invalid_argument when a single byte is missing from the vocabulary.
@@ -55,9 +53,8 @@ class BpeModel {
     uint32_t rank;
     int32_t merged;
   };
-  class WordCache;
-
   const MergeSlot* find_merge(int32_t left, int32_t right) const;
+  void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
   void merge_symbols(std::string_view word, std::vector<int32_t>& out) const;
 
   BytesToId vocab_;

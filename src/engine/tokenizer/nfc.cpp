@@ -59,6 +59,58 @@ char32_t compose_pair(char32_t first, char32_t second) {
   return 0;
 }
 
+// NFC of a span that starts at a safe boundary and ends before one (or at the end of the text).
+void append_normalized_span(std::string_view text, std::string& out) {
+  std::vector<CodePoint> chars;
+  chars.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const DecodedChar c = decode_utf8(text, pos);
+    pos += c.length;
+    append_decomposed(c.cp, chars);
+  }
+  // Canonical ordering: a stable sort of every run of non-starters by combining class.
+  for (size_t i = 0; i < chars.size();) {
+    if (chars[i].ccc == 0) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < chars.size() && chars[end].ccc != 0) ++end;
+    std::stable_sort(chars.begin() + i, chars.begin() + end,
+                     [](const CodePoint& a, const CodePoint& b) { return a.ccc < b.ccc; });
+    i = end;
+  }
+  // Canonical composition: each character composes with the last starter unless blocked (a
+  // character between them has combining class 0 or >= its own).
+  size_t kept = 0;            // chars[0, kept) is the composed prefix
+  size_t starter = SIZE_MAX;  // index in the composed prefix of the last starter
+  int last_ccc = -1;          // class of the last kept char after the starter; -1: none yet
+  for (size_t i = 0; i < chars.size(); ++i) {
+    const CodePoint c = chars[i];
+    if (starter != SIZE_MAX && (last_ccc == -1 || last_ccc < c.ccc)) {
+      if (const char32_t composite = compose_pair(chars[starter].cp, c.cp)) {
+        chars[starter].cp = composite;
+        continue;
+      }
+    }
+    if (c.ccc == 0) {
+      starter = kept;
+      last_ccc = -1;
+    } else {
+      last_ccc = c.ccc;
+    }
+    chars[kept++] = c;
+  }
+  for (size_t i = 0; i < kept; ++i) append_utf8(out, chars[i].cp);
+}
+
+// A starter that is NFC_Quick_Check=Yes: NFC never changes text across the boundary before it
+// (nothing before it can reorder past it or compose with it), so spans between such
+// boundaries normalize independently.
+bool is_safe_boundary(uint8_t flags) {
+  return !(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe | unicode_flag::kCombining));
+}
+
 }  // namespace
 
 bool nfc_quick_check(std::string_view text) {
@@ -81,49 +133,39 @@ bool nfc_quick_check(std::string_view text) {
 }
 
 std::string nfc_normalize(std::string_view text) {
-  std::vector<CodePoint> chars;
-  chars.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    const DecodedChar c = decode_utf8(text, pos);
-    pos += c.length;
-    append_decomposed(c.cp, chars);
-  }
-  // Canonical ordering: a stable sort of every run of non-starters by combining class.
-  for (size_t i = 0; i < chars.size();) {
-    if (chars[i].ccc == 0) {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < chars.size() && chars[end].ccc != 0) ++end;
-    std::stable_sort(chars.begin() + i, chars.begin() + end,
-                     [](const CodePoint& a, const CodePoint& b) { return a.ccc < b.ccc; });
-    i = end;
-  }
-  // Canonical composition: each character composes with the last starter unless blocked (a
-  // character between them has combining class 0 or >= its own).
-  size_t kept = 0;           // chars[0, kept) is the composed prefix
-  size_t starter = SIZE_MAX;  // index in the composed prefix of the last starter
-  int last_ccc = -1;         // class of the last kept char after the starter; -1: none yet
-  for (size_t i = 0; i < chars.size(); ++i) {
-    const CodePoint c = chars[i];
-    if (starter != SIZE_MAX && (last_ccc == -1 || last_ccc < c.ccc)) {
-      if (const char32_t composite = compose_pair(chars[starter].cp, c.cp)) {
-        chars[starter].cp = composite;
-        continue;
-      }
-    }
-    if (c.ccc == 0) {
-      starter = kept;
-      last_ccc = -1;
-    } else {
-      last_ccc = c.ccc;
-    }
-    chars[kept++] = c;
-  }
+  // Copy text through, normalizing only the spans around characters the quick check rejects.
   std::string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < kept; ++i) append_utf8(out, chars[i].cp);
+  size_t copied = 0;      // text[0, copied) is in `out`
+  size_t span_start = 0;  // the last safe boundary seen
+  uint8_t last_ccc = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const DecodedChar c = decode_utf8(text, pos);
+    const uint8_t flags = unicode_flags(c.cp);
+    if (is_safe_boundary(flags)) {
+      span_start = pos;
+      last_ccc = 0;
+      pos += c.length;
+      continue;
+    }
+    const uint8_t ccc = (flags & unicode_flag::kCombining) ? combining_class(c.cp) : 0;
+    if (!(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe)) && !(ccc != 0 && last_ccc > ccc)) {
+      last_ccc = ccc;
+      pos += c.length;
+      continue;
+    }
+    size_t end = pos + c.length;
+    while (end < text.size()) {
+      const DecodedChar d = decode_utf8(text, end);
+      if (is_safe_boundary(unicode_flags(d.cp))) break;
+      end += d.length;
+    }
+    out.append(text.substr(copied, span_start - copied));
+    append_normalized_span(text.substr(span_start, end - span_start), out);
+    copied = span_start = pos = end;
+    last_ccc = 0;
+  }
+  out.append(text.substr(copied));
   return out;
 }
 

@@ -54,12 +54,12 @@ class CharReader {
 
  private:
   static CharClass ascii_class(unsigned char b) {
-    static const auto table = [] {
+    static constexpr auto kTable = [] {
       std::array<CharClass, 128> t{};
       for (int i = 0; i < 128; ++i) t[i] = char_class(char32_t(i));
       return t;
     }();
-    return table[b];
+    return kTable[b];
   }
 
   std::string_view text_;

@@ -29,7 +29,9 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
     size_t segment_start = 0;
     for (size_t pos = 0; pos < text.size();) {
       int32_t id;
-      if (const size_t length = match_added(text, pos, id)) {
+      if (!starts_added_[static_cast<unsigned char>(text[pos])]) {
+        ++pos;
+      } else if (const size_t length = match_added(text, pos, id)) {
         encode_plain(text.substr(segment_start, pos - segment_start), ids);
         ids.push_back(id);
         pos += length;

@@ -12,6 +12,7 @@
 // word cache inside is locked). Loading Qwen3's 11 MB tokenizer.json takes well under a second.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -90,6 +91,7 @@ class Tokenizer {
   std::vector<int32_t> prefix_ids_, suffix_ids_;
   // Added tokens by first byte, longest first (leftmost-longest matching).
   std::vector<std::vector<int32_t>> added_by_first_byte_;
+  std::array<bool, 256> starts_added_{};  // some added token starts with this byte
 };
 
 }  // namespace gpufrac::engine

@@ -198,6 +198,7 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& source) {
       }
       t.tokens_[id] = TokenInfo{content, true, true, a.value("special", false)};
       t.added_by_first_byte_[static_cast<unsigned char>(content[0])].push_back(id);
+      t.starts_added_[static_cast<unsigned char>(content[0])] = true;
     }
     for (auto& candidates : t.added_by_first_byte_) {
       std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {

@@ -29,7 +29,7 @@ inline constexpr uint8_t kCombining = 16;
 inline constexpr uint8_t kPythonSpace = 32;
 }  // namespace unicode_flag
 
-inline uint8_t unicode_flags(char32_t cp) {
+constexpr uint8_t unicode_flags(char32_t cp) {
   if (cp >= 0x110000) return 0;  // invalid byte: other, starter
   const uint16_t block = unicode_data::kFlagBlockIndex[cp >> unicode_data::kBlockShift];
   constexpr uint32_t kBlockMask = (1u << unicode_data::kBlockShift) - 1;
@@ -37,7 +37,7 @@ inline uint8_t unicode_flags(char32_t cp) {
                                    (cp & kBlockMask)];
 }
 
-inline CharClass char_class(char32_t cp) {
+constexpr CharClass char_class(char32_t cp) {
   return CharClass(unicode_flags(cp) & unicode_flag::kClassMask);
 }
 

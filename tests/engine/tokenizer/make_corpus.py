@@ -146,9 +146,10 @@ def record(rng, pool):
             part = rng.choice(SPECIAL)
         elif r < 0.93:
             part = rng.choice(NFC_BITS)
-        elif r < 0.935:
+        elif r < 0.932:
+            # Long runs: words longer than the BPE word cache holds (256 bytes).
             alphabet = rng.choice(["abcdefghij", "абвгд", "漢字仮名", "0123456789", "=-_*#", " \t"])
-            part = "".join(rng.choice(alphabet) for _ in range(rng.randrange(100, 1500)))
+            part = "".join(rng.choice(alphabet) for _ in range(rng.randrange(50, 600)))
         else:
             part = random_chars(rng, pool, rng.randrange(1, 6))
         if r < 0.62 and rng.random() < 0.6:
