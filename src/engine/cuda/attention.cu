@@ -1,0 +1,215 @@
+#include "engine/cuda/attention.h"
+
+#include <algorithm>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_math.cuh"
+
+namespace gpufrac::engine {
+
+namespace {
+
+constexpr int kWarps = 4;        // per block; each walks every kWarps-th position of the range
+constexpr int kMaxGroup = 8;     // query heads per block
+constexpr int kUnroll = 2;       // positions per warp in flight
+constexpr int kMaxSplits = 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__host__ __device__ inline int head_groups(int num_heads, int num_kv_heads) {
+  int group = num_heads / num_kv_heads;
+  return (group + kMaxGroup - 1) / kMaxGroup;
+}
+
+template <int kPerLane>
+__device__ __forceinline__ void load_vector(const bf16* src, float out[kPerLane]) {
+  if constexpr (kPerLane == 4) {
+    load_bf16x4(src, out);
+  } else if constexpr (kPerLane == 8) {
+    load_bf16x4(src, out);
+    load_bf16x4(src + 4, out + 4);
+  } else {
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) out[d] = __bfloat162float(src[d]);
+  }
+}
+
+template <int kPerLane>
+__global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionParams p) {
+  constexpr int kHeadDim = kPerLane * 32;
+  __shared__ float s_max[kWarps][kMaxGroup];
+  __shared__ float s_sum[kWarps][kMaxGroup];
+  __shared__ float s_acc[kWarps][kMaxGroup][kHeadDim];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int row = blockIdx.x;
+  const int groups = head_groups(p.num_heads, p.num_kv_heads);
+  const int kv_head = blockIdx.y / groups;
+  const int group_size = p.num_heads / p.num_kv_heads;
+  const int g0 = (blockIdx.y % groups) * kMaxGroup;
+  const int heads_here = min(kMaxGroup, group_size - g0);
+  const int first_head = kv_head * group_size + g0;
+  const int split = blockIdx.z;
+
+  const int context = p.token_context[row];
+  const int chunk = (context + p.splits - 1) / p.splits;
+  const int begin = split * chunk;
+  const int end = min(context, begin + chunk);
+
+  float q[kMaxGroup][kPerLane];
+  const float q_scale = p.scale * kLog2e;  // scores in the log2 domain: exp2 below
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g < heads_here) {
+      const bf16* src = p.q + (int64_t(row) * p.num_heads + first_head + g) * kHeadDim + lane * kPerLane;
+      load_vector<kPerLane>(src, q[g]);
+#pragma unroll
+      for (int d = 0; d < kPerLane; ++d) q[g][d] *= q_scale;
+    }
+  }
+  float running_max[kMaxGroup], running_sum[kMaxGroup], acc[kMaxGroup][kPerLane];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    running_max[g] = -INFINITY;
+    running_sum[g] = 0;
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) acc[g][d] = 0;
+  }
+
+  const int32_t* table = p.block_tables + int64_t(p.token_seq[row]) * p.header->table_width;
+  for (int t0 = begin + warp; t0 < end; t0 += kWarps * kUnroll) {
+    float k[kUnroll][kPerLane], v[kUnroll][kPerLane];
+    bool valid[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int t = t0 + u * kWarps;
+      valid[u] = t < end;
+      if (valid[u]) {
+        int64_t block = table[t / p.block_size];
+        int64_t at = ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) *
+                         kHeadDim + lane * kPerLane;
+        load_vector<kPerLane>(p.k_cache + at, k[u]);
+        load_vector<kPerLane>(p.v_cache + at, v[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!valid[u]) continue;  // uniform across the warp
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= heads_here) continue;
+        float dot = 0;
+#pragma unroll
+        for (int d = 0; d < kPerLane; ++d) dot += q[g][d] * k[u][d];
+        float score = warp_sum(dot);
+        float new_max = fmaxf(running_max[g], score);
+        float correction = exp2f(running_max[g] - new_max);
+        float weight = exp2f(score - new_max);
+        running_sum[g] = running_sum[g] * correction + weight;
+#pragma unroll
+        for (int d = 0; d < kPerLane; ++d) acc[g][d] = acc[g][d] * correction + weight * v[u][d];
+        running_max[g] = new_max;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (lane == 0) {
+      s_max[warp][g] = running_max[g];
+      s_sum[warp][g] = running_sum[g];
+    }
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) s_acc[warp][g][lane * kPerLane + d] = acc[g][d];
+  }
+  __syncthreads();
+
+  for (int idx = threadIdx.x; idx < heads_here * kHeadDim; idx += blockDim.x) {
+    int g = idx / kHeadDim, d = idx % kHeadDim;
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, s_max[w][g]);
+    float total = 0, value = 0;
+    if (block_max != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        float f = exp2f(s_max[w][g] - block_max);
+        total += s_sum[w][g] * f;
+        value += s_acc[w][g][d] * f;
+      }
+    }
+    int64_t head_row = int64_t(row) * p.num_heads + first_head + g;
+    float result = total > 0 ? value / total : 0.0f;
+    if (p.splits == 1) {
+      p.out[head_row * kHeadDim + d] = __float2bfloat16_rn(result);
+    } else {
+      p.partial_out[(head_row * p.splits + split) * kHeadDim + d] = result;
+      if (d == 0) {
+        p.partial_lse[head_row * p.splits + split] =
+            total > 0 ? block_max + log2f(total) : -INFINITY;
+      }
+    }
+  }
+}
+
+// Merges the splits of one (row, head): weights 2^(lse_z - max lse).
+__global__ void combine_splits_kernel(AttentionParams p) {
+  int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
+  const float* lse = p.partial_lse + head_row * p.splits;
+  float max_lse = -INFINITY;
+  for (int z = 0; z < p.splits; ++z) max_lse = fmaxf(max_lse, lse[z]);
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    float total = 0, value = 0;
+    if (max_lse != -INFINITY) {
+      for (int z = 0; z < p.splits; ++z) {
+        float w = exp2f(lse[z] - max_lse);
+        total += w;
+        value += w * p.partial_out[(head_row * p.splits + z) * p.head_dim + d];
+      }
+    }
+    p.out[head_row * p.head_dim + d] = __float2bfloat16_rn(total > 0 ? value / total : 0.0f);
+  }
+}
+
+}  // namespace
+
+int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
+  int blocks = rows * num_kv_heads * head_groups(num_heads, num_kv_heads);
+  int target = 2 * sm_count;
+  if (blocks >= target) return 1;
+  int splits = std::min(kMaxSplits, (target + blocks - 1) / blocks);
+  if (max_context > 0) splits = std::min(splits, std::max(1, (max_context + 63) / 64));
+  return std::max(1, splits);
+}
+
+int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
+  int64_t most = 0;
+  for (int rows = 1; rows <= 2 * sm_count; ++rows) {
+    int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0);
+    if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
+  }
+  return most;
+}
+
+void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  if (p.num_heads % p.num_kv_heads != 0) {
+    throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__,
+                       "num_heads must be a multiple of num_kv_heads");
+  }
+  dim3 grid(p.rows, p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads), p.splits);
+  switch (p.head_dim) {
+    case 32: paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 64: paged_attention_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 128: paged_attention_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 256: paged_attention_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    default:
+      throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__, "unsupported head_dim");
+  }
+  GPUFRAC_LAUNCH_CHECK();
+  if (p.splits > 1) {
+    combine_splits_kernel<<<dim3(p.rows, p.num_heads), std::min(p.head_dim, 128), 0, stream>>>(p);
+    GPUFRAC_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,53 @@
+// Paged attention over the KV cache, for any mix of decode tokens and prompt chunks: every query
+// token (row) attends causally to the first `token_context[row]` positions of its sequence,
+// reading K/V through the sequence's block table (the token's own K/V were written by
+// launch_qkv_rope_kv before).
+//
+// One thread block per (row, KV head, group of up to 8 query heads): all query heads that share
+// a KV head read each K/V vector once (GQA). When rows x KV heads would not fill the SMs this
+// process may use, the context is split across `splits` blocks (flash-decoding) whose partial
+// results are merged by log-sum-exp in a second kernel. Rows with context 0 (graph padding)
+// produce zeros. The split count is chosen on the host (attention_splits) and each block derives
+// its range from the context length in device memory, so a captured graph stays valid for any
+// length.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/cuda_types.h"
+#include "engine/cuda/step_arrays.h"
+
+namespace gpufrac::engine {
+
+struct AttentionParams {
+  const bf16* q = nullptr;        // [rows][num_heads][head_dim]
+  const bf16* k_cache = nullptr;  // this layer: [blocks][num_kv_heads][block_size][head_dim]
+  const bf16* v_cache = nullptr;
+  const StepHeader* header = nullptr;      // block-table width (device)
+  const int32_t* block_tables = nullptr;   // [sequences][width]
+  const int32_t* token_seq = nullptr;      // [rows]: block-table row of each query token
+  const int32_t* token_context = nullptr;  // [rows]: positions it attends to
+  int rows = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+  float scale = 0;  // 1 / sqrt(head_dim)
+  int splits = 1;
+  float* partial_out = nullptr;  // splits > 1: [rows][num_heads][splits][head_dim]
+  float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
+  bf16* out = nullptr;           // [rows][num_heads][head_dim]
+};
+
+// How many context splits fill `sm_count` SMs for `rows` query rows. `max_context` > 0 caps the
+// splits so that each covers at least 64 positions; 0 (unknown: graph capture) does not.
+int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context);
+// Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
+// SM count.
+int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);
+
+void launch_paged_attention(const AttentionParams& params, cudaStream_t stream);
+
+}  // namespace gpufrac::engine

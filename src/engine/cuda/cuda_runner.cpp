@@ -1,0 +1,333 @@
+#include "engine/cuda/cuda_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "engine/cuda/attention.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_runner_factory.h"
+#include "engine/cuda/gpu_sampler.h"
+#include "engine/cuda/layer_kernels.h"
+#include "engine/model_loader.h"
+#include "engine/presets.h"
+
+namespace gpufrac::engine {
+
+namespace {
+
+// Free memory kept back from the KV pool: graph executables, step buffers, cuBLAS and driver
+// allocations made after the pool is sized.
+constexpr uint64_t kReserveBytes = 256ull << 20;
+constexpr int kBucketCandidates[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
+
+GemmOutput fp32_output(const DeviceBuffer& buffer) { return {buffer.data(), false, 1, 0}; }
+GemmOutput bf16_output(const DeviceBuffer& buffer) { return {buffer.data(), true, 1, 0}; }
+
+void check_supported(const ModelConfig& c) {
+  if (!head_dim_supported(c.head_dim)) {
+    throw UsageError("model " + c.name + ": head_dim " + std::to_string(c.head_dim) +
+                     " is not supported by the CUDA runner (32, 64, 128 or 256)");
+  }
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
+    throw UsageError("model " + c.name + ": num_attention_heads must be a multiple of "
+                     "num_key_value_heads");
+  }
+  for (int size : {c.hidden_size, c.q_width(), c.intermediate_size}) {
+    if (size % 8 != 0) {
+      throw UsageError("model " + c.name + ": the CUDA runner needs hidden, q and intermediate "
+                       "sizes that are multiples of 8");
+    }
+  }
+}
+
+}  // namespace
+
+CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
+    : weights_(std::move(weights)), options_(options) {
+  const ModelConfig& c = weights_.config();
+  check_supported(c);
+  if (options_.max_model_len <= 0) options_.max_model_len = c.max_position_embeddings;
+  if (options_.max_model_len <= 0 || options_.max_tokens_per_step <= 0 ||
+      options_.max_seqs_per_step <= 0) {
+    throw UsageError("CUDA runner: max_model_len, max_tokens_per_step and max_seqs_per_step must "
+                     "be positive");
+  }
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device_));
+  GPUFRAC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  cudaDeviceProp props{};
+  GPUFRAC_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
+  device_label_ = "cuda:" + std::to_string(device_) + " (" + props.name + ", " +
+                  std::to_string(sm_count_) + " SMs usable, " + format_bytes(props.totalGlobalMem) +
+                  ")";
+  GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<CublasLtGemm>();
+
+  const int64_t tokens = options_.max_tokens_per_step, seqs = options_.max_seqs_per_step;
+  const int64_t hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
+  const int64_t qkv = q_width + 2 * int64_t(c.kv_width());
+  residual_ = DeviceBuffer(uint64_t(tokens * hidden * 4), "the residual stream");
+  activations_ = DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2),
+                              "activations");
+  queries_ = DeviceBuffer(uint64_t(tokens * q_width * 2), "attention queries");
+  gemm_out_ = DeviceBuffer(
+      uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4})),
+      "GEMM outputs");
+  partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
+  attention_partials_ = DeviceBuffer(
+      uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
+      "attention split partials");
+  final_hidden_ = DeviceBuffer(uint64_t(seqs * hidden * 2), "final hidden states");
+  logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
+  sampled_ = DeviceBuffer(uint64_t(seqs * 4), "sampled ids");
+  sampled_host_ = PinnedBuffer(uint64_t(seqs * 4), "sampled ids");
+
+  std::vector<double> inv_freq = rope_inverse_frequencies(c);
+  std::vector<float> inv_freq_f32(inv_freq.begin(), inv_freq.end());
+  inv_freq_ = DeviceBuffer(inv_freq_f32.size() * 4, "RoPE frequencies");
+  GPUFRAC_CUDA_CHECK(cudaMemcpy(inv_freq_.data(), inv_freq_f32.data(), inv_freq_f32.size() * 4,
+                                cudaMemcpyHostToDevice));
+
+  int largest = std::min(options_.max_seqs_per_step, options_.max_tokens_per_step);
+  for (int b : kBucketCandidates) {
+    if (b <= largest) buckets_.push_back(b);
+  }
+  log_info("cuda runner: ", c.name, " on ", device_label_, ", weights ",
+           format_bytes(weights_.bytes()), ", ", format_bytes(available_memory_bytes()),
+           " left for the KV cache");
+}
+
+CudaRunner::~CudaRunner() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  destroy_graphs();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string CudaRunner::device_name() const { return device_label_; }
+
+uint64_t CudaRunner::available_memory_bytes() const {
+  DeviceMemoryInfo info = device_memory_info();
+  return info.free_bytes > kReserveBytes ? info.free_bytes - kReserveBytes : 0;
+}
+
+uint64_t CudaRunner::kv_block_bytes(int block_size) const {
+  const ModelConfig& c = weights_.config();
+  return uint64_t(c.num_layers) * 2 * uint64_t(block_size) * uint64_t(c.kv_width()) * 2;
+}
+
+void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) {
+    throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
+  }
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  destroy_graphs();
+  inputs_.reset();
+  kv_ = DeviceBuffer();
+  kv_ = DeviceBuffer(uint64_t(num_blocks) * kv_block_bytes(block_size),
+                     "the KV cache (" + std::to_string(num_blocks) + " blocks of " +
+                         std::to_string(block_size) + " tokens)");
+  // Never read before written, except by benchmarks that attend to blocks nothing filled.
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(kv_.data(), 0, kv_.bytes(), stream_));
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  StepLimits limits;
+  limits.max_tokens = options_.max_tokens_per_step;
+  limits.max_seqs = options_.max_seqs_per_step;
+  limits.max_table_width = (options_.max_model_len + block_size - 1) / block_size;
+  limits.vocab_size = weights_.config().vocab_size;
+  limits.block_size = block_size;
+  limits.num_blocks = num_blocks;
+  inputs_ = std::make_unique<StepInputs>(limits);
+  if (options_.use_graphs) capture_graphs();
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int CudaRunner::bucket_for(int seqs) const {
+  for (int b : buckets_) {
+    if (b >= seqs) return b;
+  }
+  return 0;
+}
+
+void CudaRunner::destroy_graphs() {
+  for (cudaGraphExec_t exec : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+void CudaRunner::capture_graphs() {
+  for (int bucket : buckets_) {
+    // One eager run first: loads every kernel module and builds the cuBLASLt plans, none of
+    // which may happen during capture.
+    PackedStep warm = inputs_->pack_padding(bucket);
+    inputs_->upload(stream_);
+    enqueue_step({bucket, bucket, 0}, warm.arrays);
+    GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+    cudaGraph_t graph = nullptr;
+    GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_step({bucket, bucket, 0}, inputs_->bucket_arrays(bucket));
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    GPUFRAC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    GPUFRAC_CUDA_CHECK(status);
+    graphs_.push_back(exec);
+  }
+}
+
+void CudaRunner::replay_decode_graph(int bucket) {
+  auto it = std::find(buckets_.begin(), buckets_.end(), bucket);
+  if (it == buckets_.end() || graphs_.empty()) {
+    throw RuntimeFailure("replay_decode_graph: no graph for a bucket of " + std::to_string(bucket));
+  }
+  GPUFRAC_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(it - buckets_.begin())], stream_));
+}
+
+void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
+  const ModelConfig& c = weights_.config();
+  const int tokens = shape.tokens;
+  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
+  const int qkv = q_width + 2 * c.kv_width();
+  const float eps = float(c.rms_norm_eps);
+  auto* x = residual_.as<float>();
+  auto* act = activations_.as<bf16>();
+  const uint64_t layer_kv_elements =
+      uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) * uint64_t(block_size_) * uint64_t(c.head_dim);
+
+  launch_embed(weights_.embed_tokens, a.token_ids, tokens, hidden, x, stream_);
+  launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
+                     act, stream_);
+  const int splits =
+      attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const DeviceLayerWeights& w = weights_.layers[size_t(l)];
+    bf16* k_cache = kv_.as<bf16>() + uint64_t(2 * l) * layer_kv_elements;
+    bf16* v_cache = k_cache + layer_kv_elements;
+
+    gemm_->run(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden, stream_);
+    QkvRopeParams rope;
+    rope.qkv = fp32_output(gemm_out_);
+    rope.bias = w.qkv_bias;
+    rope.q_norm = w.q_norm;
+    rope.k_norm = w.k_norm;
+    rope.eps = eps;
+    rope.inv_freq = inv_freq_.as<float>();
+    rope.positions = a.positions;
+    rope.slot_mapping = a.slot_mapping;
+    rope.tokens = tokens;
+    rope.num_heads = c.num_heads;
+    rope.num_kv_heads = c.num_kv_heads;
+    rope.head_dim = c.head_dim;
+    rope.block_size = block_size_;
+    rope.q_out = queries_.as<bf16>();
+    rope.k_cache = k_cache;
+    rope.v_cache = v_cache;
+    launch_qkv_rope_kv(rope, stream_);
+
+    AttentionParams attn;
+    attn.q = queries_.as<bf16>();
+    attn.k_cache = k_cache;
+    attn.v_cache = v_cache;
+    attn.header = a.header;
+    attn.block_tables = a.block_tables;
+    attn.token_seq = a.token_seq;
+    attn.token_context = a.token_context;
+    attn.rows = tokens;
+    attn.num_heads = c.num_heads;
+    attn.num_kv_heads = c.num_kv_heads;
+    attn.head_dim = c.head_dim;
+    attn.block_size = block_size_;
+    attn.scale = 1.0f / std::sqrt(float(c.head_dim));
+    attn.splits = splits;
+    attn.partial_out = attention_partials_.as<float>();
+    attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
+    attn.out = act;
+    launch_paged_attention(attn, stream_);
+
+    gemm_->run(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width, stream_);
+    launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
+                       eps, act, stream_);
+    gemm_->run(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden, stream_);
+    launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
+    gemm_->run(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter, stream_);
+    if (l + 1 < c.num_layers) {
+      launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
+                         weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_);
+    }
+  }
+  if (shape.samples == 0) return;
+  auto* final_hidden = final_hidden_.as<bf16>();
+  launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
+                     weights_.final_norm, eps, final_hidden, stream_);
+  gemm_->run(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,
+             hidden, stream_);
+  launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
+                 stream_);
+}
+
+void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
+  if (!inputs_) throw RuntimeFailure("forward: the KV cache is not allocated");
+  int bucket = 0;
+  if (!buckets_.empty() && StepInputs::fits_graph(batch, buckets_.back())) {
+    bucket = bucket_for(int(batch.sequences.size()));
+  }
+  PackedStep packed = inputs_->pack(batch, bucket);
+  inputs_->upload(stream_);
+  if (bucket > 0 && !graphs_.empty()) {
+    replay_decode_graph(bucket);
+  } else {
+    // A padded decode step without graphs splits attention exactly as its graph would.
+    enqueue_step({packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context},
+                 packed.arrays);
+  }
+  const int samples = packed.real_samples;
+  const int vocab = weights_.config().vocab_size;
+  GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(sampled_host_.data(), sampled_.data(), uint64_t(samples) * 4,
+                                     cudaMemcpyDeviceToHost, stream_));
+  result.logits.clear();
+  if (batch.return_logits) {
+    result.logits.resize(size_t(samples) * size_t(vocab));
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_.data(),
+                                       uint64_t(samples) * uint64_t(vocab) * 4,
+                                       cudaMemcpyDeviceToHost, stream_));
+  }
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const int32_t* ids = sampled_host_.as<int32_t>();
+  result.next_tokens.assign(ids, ids + samples);
+}
+
+bool cuda_device_usable() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<ModelRunner> make_cuda_runner(const RunnerOptions& options) {
+  if (!cuda_device_usable()) {
+    throw UsageError("--device cuda: no usable CUDA device (check nvidia-smi and "
+                     "CUDA_VISIBLE_DEVICES), or use --device cpu");
+  }
+  std::optional<ModelConfig> preset = find_preset(options.model);
+  DeviceWeights weights = preset ? DeviceWeights::generate(*preset, options.seed)
+                                 : DeviceWeights::upload(load_model_weights(options.model,
+                                                                            options.seed,
+                                                                            options.threads));
+  return std::make_unique<CudaRunner>(std::move(weights), CudaRunnerOptions{});
+}
+
+}  // namespace gpufrac::engine

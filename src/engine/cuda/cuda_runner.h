@@ -1,0 +1,110 @@
+// The CUDA backend of ModelRunner (runner.h): the forward pass of a dense decoder (Qwen3, Qwen2,
+// Llama) in bf16 with fp32 accumulation and an fp32 residual stream, paged bf16 KV cache,
+// sampling on the GPU.
+//
+// Per step: one host-to-device copy of the packed inputs (step_inputs.h), the layer kernels
+// (layer_kernels.h, attention.h, gemm.h), logits for the last token of each sampling sequence
+// only, the GPU sampler, and one device-to-host copy of the int32 token ids. Pure decode steps
+// replay a CUDA graph captured per batch bucket (1, 2, 4, 8, 16, 24, 32, 48, 64, ...); other
+// batches sizes are padded up to the next bucket. Buckets are captured in allocate_kv_cache().
+//
+// Memory: weights (uploaded once, device_weights.h) and activation buffers for
+// max_tokens_per_step / max_seqs_per_step are taken at construction; available_memory_bytes()
+// is then the driver's free memory (which honours MPS and preload caps) minus a reserve for the
+// graphs and the step buffers, and allocate_kv_cache() takes the KV pool from it.
+//
+// Kernels size their grids to the SMs the process may use: cudaDevAttrMultiProcessorCount,
+// which an MPS active-thread percentage lowers for the client.
+//
+// Not thread-safe (ModelRunner's contract): one engine thread calls it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/step_inputs.h"
+#include "engine/runner.h"
+
+namespace gpufrac::engine {
+
+struct CudaRunnerOptions {
+  int max_tokens_per_step = 8192;  // SchedulerConfig's max_num_batched_tokens default
+  int max_seqs_per_step = 256;     // SchedulerConfig's max_num_seqs default
+  int max_model_len = 0;           // 0: the model's max_position_embeddings
+  bool use_graphs = true;          // false: the same padded decode steps, launched eagerly
+};
+
+class CudaRunner final : public ModelRunner {
+ public:
+  CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options);
+  ~CudaRunner() override;
+  CudaRunner(const CudaRunner&) = delete;
+  CudaRunner& operator=(const CudaRunner&) = delete;
+
+  const ModelConfig& config() const override { return weights_.config(); }
+  std::string device_name() const override;
+  uint64_t available_memory_bytes() const override;
+  uint64_t kv_block_bytes(int block_size) const override;
+  void allocate_kv_cache(int num_blocks, int block_size) override;
+  void forward(const StepBatch& batch, StepResult& result) override;
+
+  // For tests and benchmarks.
+  int sm_count() const { return sm_count_; }
+  cudaStream_t stream() const { return stream_; }
+  const DeviceWeights& weights() const { return weights_; }
+  const std::vector<int>& graph_buckets() const { return buckets_; }
+  // The bucket a pure decode step of `seqs` sequences runs in; 0 if none holds it.
+  int bucket_for(int seqs) const;
+  // Replays the decode graph of `bucket` with the inputs last uploaded (a forward() of a decode
+  // step in that bucket must come first): GPU work only, asynchronous on stream().
+  void replay_decode_graph(int bucket);
+
+ private:
+  struct StepShape {
+    int tokens = 0;
+    int samples = 0;
+    int max_context = 0;  // 0: unknown (graph capture)
+  };
+  // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
+  void enqueue_step(const StepShape& shape, const StepArrays& arrays);
+  void capture_graphs();
+  void destroy_graphs();
+
+  DeviceWeights weights_;
+  CudaRunnerOptions options_;
+  int device_ = 0;
+  int sm_count_ = 0;
+  std::string device_label_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CublasLtGemm> gemm_;
+
+  // Activations, sized for options_ at construction.
+  DeviceBuffer residual_;       // fp32 [tokens][hidden]
+  DeviceBuffer activations_;    // bf16 [tokens][max(hidden, q_width, intermediate)]
+  DeviceBuffer queries_;        // bf16 [tokens][q_width]
+  DeviceBuffer gemm_out_;       // GEMM outputs (fp32 or bf16)
+  DeviceBuffer attention_partials_;
+  DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
+  DeviceBuffer logits_;         // fp32 [seqs][vocab]
+  DeviceBuffer sampled_;        // int32 [seqs]
+  DeviceBuffer inv_freq_;       // fp32 [head_dim / 2]
+  PinnedBuffer sampled_host_;   // int32 [seqs]
+  int64_t partial_floats_ = 0;
+
+  // KV pool and what depends on its shape.
+  DeviceBuffer kv_;
+  int num_blocks_ = 0;
+  int block_size_ = 0;
+  std::unique_ptr<StepInputs> inputs_;
+  std::vector<int> buckets_;
+  std::vector<cudaGraphExec_t> graphs_;  // parallel to buckets_ (empty without graphs)
+};
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,29 @@
+// Next-token sampling on the GPU, one thread block per row of fp32 logits; only the int32 ids
+// go back to the host.
+//
+// Semantics (the distribution matches the CPU sampler, sampler.h; the random draw differs):
+// - temperature < 1e-5: argmax over allowed ids, ties to the lowest id.
+// - otherwise z = logits / temperature over allowed ids (finite, not suppressed); top-k keeps
+//   the ids whose z is at least the k-th largest (radix selection on the float bits: ties at the
+//   boundary are all kept); top-p then keeps the most likely ids whose probability, renormalised
+//   over the top-k set, reaches top_p (found by two histogram passes over z - max z, resolving
+//   the boundary to 1/32768 of a logit unit); the token is drawn by an exponential race:
+//   argmax z_i - log(-log u_i), u_i a uniform hashed from (seed, generated, i). So no sort, and
+//   a request's draw depends only on its own logits, seed and step.
+// - Rows whose every id is excluded yield -1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/step_arrays.h"
+
+namespace gpufrac::engine {
+
+// logits: [rows][vocab] fp32; parameters per row from `arrays` (temperature, top_k, top_p, seed,
+// generated, suppressed ids); writes out_tokens[rows].
+void launch_sampler(const float* logits, int rows, int vocab, const StepArrays& arrays,
+                    int32_t* out_tokens, cudaStream_t stream);
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,164 @@
+#include "engine/cuda/layer_kernels.h"
+
+#include <algorithm>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_math.cuh"
+
+namespace gpufrac::engine {
+
+namespace {
+
+__global__ void embed_kernel(const bf16* embed, const int32_t* token_ids, int hidden, float* x) {
+  int t = blockIdx.x;
+  const bf16* row = embed + int64_t(token_ids[t]) * hidden;
+  float* out = x + int64_t(t) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[i] = __bfloat162float(row[i]);
+}
+
+__global__ void add_rmsnorm_kernel(float* x, GemmOutput addend, const int32_t* row_index,
+                                   int hidden, const float* weight, float eps, bf16* out) {
+  __shared__ float scratch[32];
+  int r = blockIdx.x;
+  int64_t in_row = row_index ? row_index[r] : r;
+  float* xr = x + in_row * hidden;
+  bool has_addend = addend.data != nullptr;
+  bool write_back = row_index == nullptr;
+  float sum_squares = 0;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v = xr[i];
+    if (has_addend) v += read_gemm_output(addend, in_row * hidden + i);
+    if (write_back && has_addend) xr[i] = v;
+    sum_squares += v * v;
+  }
+  float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
+  bf16* o = out + int64_t(r) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float v = xr[i];
+    if (has_addend && !write_back) v += read_gemm_output(addend, in_row * hidden + i);
+    o[i] = __float2bfloat16_rn(v * scale * weight[i]);
+  }
+}
+
+// One warp per (token, head); lane l holds dims [l * kPerLane, (l + 1) * kPerLane). The
+// rotate-half partner of dim i < head_dim / 2 is i + head_dim / 2, which sits in lane l ^ 16.
+template <int kPerLane>
+__global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
+  constexpr int kHeadDim = kPerLane * 32;
+  int lane = threadIdx.x & 31;
+  int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  int jobs = p.num_heads + 2 * p.num_kv_heads;
+  if (job >= jobs) return;
+  int t = blockIdx.x;
+  int q_width = p.num_heads * kHeadDim, kv_width = p.num_kv_heads * kHeadDim;
+  int columns = q_width + 2 * kv_width;
+  int kind, head, column;  // kind: 0 q, 1 k, 2 v
+  if (job < p.num_heads) {
+    kind = 0, head = job, column = head * kHeadDim;
+  } else if (job < p.num_heads + p.num_kv_heads) {
+    kind = 1, head = job - p.num_heads, column = q_width + head * kHeadDim;
+  } else {
+    kind = 2, head = job - p.num_heads - p.num_kv_heads, column = q_width + kv_width + head * kHeadDim;
+  }
+  int dim0 = lane * kPerLane;
+  float v[kPerLane];
+#pragma unroll
+  for (int d = 0; d < kPerLane; ++d) {
+    v[d] = read_gemm_output(p.qkv, int64_t(t) * columns + column + dim0 + d);
+    if (p.bias) v[d] += p.bias[column + dim0 + d];
+  }
+  if (kind != 2) {
+    const float* norm = kind == 0 ? p.q_norm : p.k_norm;
+    if (norm) {
+      float sum_squares = 0;
+#pragma unroll
+      for (int d = 0; d < kPerLane; ++d) sum_squares += v[d] * v[d];
+      float scale = rsqrtf(warp_sum(sum_squares) / float(kHeadDim) + p.eps);
+#pragma unroll
+      for (int d = 0; d < kPerLane; ++d) v[d] = v[d] * scale * norm[dim0 + d];
+    }
+    float position = float(p.positions[t]);
+    bool first_half = lane < 16;
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) {
+      float partner = __shfl_xor_sync(0xffffffffu, v[d], 16);
+      int i = (dim0 + d) % (kHeadDim / 2);
+      float s, c;
+      sincosf(position * p.inv_freq[i], &s, &c);
+      v[d] = first_half ? v[d] * c - partner * s : v[d] * c + partner * s;
+    }
+  }
+  bf16* dst;
+  if (kind == 0) {
+    dst = p.q_out + (int64_t(t) * p.num_heads + head) * kHeadDim;
+  } else {
+    int slot = p.slot_mapping[t];
+    if (slot < 0) return;
+    int64_t block = slot / p.block_size, offset = slot % p.block_size;
+    bf16* cache = kind == 1 ? p.k_cache : p.v_cache;
+    dst = cache + ((block * p.num_kv_heads + head) * p.block_size + offset) * kHeadDim;
+  }
+#pragma unroll
+  for (int d = 0; d < kPerLane; ++d) dst[dim0 + d] = __float2bfloat16_rn(v[d]);
+}
+
+__global__ void silu_mul_kernel(GemmOutput gate_up, int64_t count, int intermediate, bf16* out) {
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < count; idx += stride) {
+    int64_t t = idx / intermediate, i = idx % intermediate;
+    int64_t gate_at = t * 2 * intermediate + i;
+    float gate = read_gemm_output(gate_up, gate_at);
+    float up = read_gemm_output(gate_up, gate_at + intermediate);
+    out[idx] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+  }
+}
+
+int norm_threads(int hidden) { return hidden >= 1024 ? 256 : hidden >= 256 ? 128 : 64; }
+
+}  // namespace
+
+bool head_dim_supported(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+void launch_embed(const bf16* embed, const int32_t* token_ids, int tokens, int hidden, float* x,
+                  cudaStream_t stream) {
+  if (tokens == 0) return;
+  embed_kernel<<<tokens, norm_threads(hidden), 0, stream>>>(embed, token_ids, hidden, x);
+  GPUFRAC_LAUNCH_CHECK();
+}
+
+void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
+                        int hidden, const float* weight, float eps, bf16* out,
+                        cudaStream_t stream) {
+  if (rows == 0) return;
+  add_rmsnorm_kernel<<<rows, norm_threads(hidden), 0, stream>>>(x, addend, row_index, hidden,
+                                                                weight, eps, out);
+  GPUFRAC_LAUNCH_CHECK();
+}
+
+void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  constexpr int kWarps = 4;
+  int jobs = p.num_heads + 2 * p.num_kv_heads;
+  dim3 grid(p.tokens, (jobs + kWarps - 1) / kWarps);
+  switch (p.head_dim) {
+    case 32: qkv_rope_kv_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 64: qkv_rope_kv_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 128: qkv_rope_kv_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 256: qkv_rope_kv_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
+  }
+  GPUFRAC_LAUNCH_CHECK();
+}
+
+void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf16* out,
+                     cudaStream_t stream) {
+  int64_t count = int64_t(tokens) * intermediate;
+  if (count == 0) return;
+  int blocks = int(std::min<int64_t>((count + 255) / 256, 8192));
+  silu_mul_kernel<<<blocks, 256, 0, stream>>>(gate_up, count, intermediate, out);
+  GPUFRAC_LAUNCH_CHECK();
+}
+
+}  // namespace gpufrac::engine

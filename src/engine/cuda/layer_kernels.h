@@ -1,0 +1,60 @@
+// The element-wise and per-row kernels of a decoder layer: embedding gather, residual add +
+// RMSNorm, q/k norm + RoPE + KV-cache write, and SiLU(gate) * up.
+//
+// Conventions: activations are row-major [tokens][features]; the residual stream is fp32 (so it
+// loses nothing between layers), GEMM inputs are bf16, GEMM outputs arrive as GemmOutput (bf16,
+// fp32 or split-K fp32 partials). The KV cache of one layer is [blocks][kv_heads][block_size]
+// [head_dim] bf16 for K and the same for V; a token's slot is block * block_size + offset.
+// All launchers are asynchronous on `stream` and check the launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/cuda_types.h"
+
+namespace gpufrac::engine {
+
+// x[t][:] = embed[token_ids[t]][:] in fp32.
+void launch_embed(const bf16* embed, const int32_t* token_ids, int tokens, int hidden, float* x,
+                  cudaStream_t stream);
+
+// For each output row r, with input row i = row_index ? row_index[r] : r:
+//   v = x[i] + addend[i] (no addend when addend.data is null)
+//   x[i] = v                                   (only when row_index is null)
+//   out[r] = bf16(v / sqrt(mean(v^2) + eps) * weight)
+void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
+                        int hidden, const float* weight, float eps, bf16* out,
+                        cudaStream_t stream);
+
+struct QkvRopeParams {
+  GemmOutput qkv;                    // [tokens][q_width + 2 kv_width]: q | k | v
+  const float* bias = nullptr;       // [q_width + 2 kv_width] or null
+  const float* q_norm = nullptr;     // [head_dim] or null: per-head RMSNorm on q and k (Qwen3)
+  const float* k_norm = nullptr;
+  float eps = 1e-6f;
+  const float* inv_freq = nullptr;   // [head_dim / 2]; angle = float(position) * inv_freq[i]
+  const int32_t* positions = nullptr;     // [tokens]
+  const int32_t* slot_mapping = nullptr;  // [tokens]; < 0: K/V not written
+  int tokens = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // 32, 64, 128 or 256
+  int block_size = 0;
+  bf16* q_out = nullptr;    // [tokens][num_heads][head_dim]
+  bf16* k_cache = nullptr;  // this layer's K pool
+  bf16* v_cache = nullptr;  // this layer's V pool
+};
+// q, k: (+ bias) -> per-head RMSNorm (if given) -> rotate-half RoPE; v: (+ bias). q goes to
+// q_out, k and v to the cache slot of their token.
+void launch_qkv_rope_kv(const QkvRopeParams& params, cudaStream_t stream);
+
+// out[t][i] = bf16(silu(gate_up[t][i]) * gate_up[t][intermediate + i]).
+void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf16* out,
+                     cudaStream_t stream);
+
+// Head dims the kernels are instantiated for.
+bool head_dim_supported(int head_dim);
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,35 @@
+// The device-side view of one step's packed inputs (filled by StepInputs, step_inputs.h): the
+// pointers kernels read. C++17 and free of host-only headers, so .cu files can include it.
+#pragma once
+
+#include <cstdint>
+
+namespace gpufrac::engine {
+
+struct StepHeader {
+  int32_t table_width;  // entries per block-table row this step
+  int32_t pad[3];
+};
+
+// Device pointers into the uploaded buffer, as the kernels read them.
+struct StepArrays {
+  const StepHeader* header = nullptr;
+  const int32_t* token_ids = nullptr;        // [T]
+  const int32_t* positions = nullptr;        // [T]
+  const int32_t* slot_mapping = nullptr;     // [T]: block * block_size + offset; -1 = no write
+  const int32_t* token_seq = nullptr;        // [T]: the token's sequence (block-table row)
+  const int32_t* token_context = nullptr;    // [T]: positions it attends to (position + 1)
+  const int32_t* seq_query_start = nullptr;  // [S + 1]: first token of each sequence
+  const int32_t* seq_context = nullptr;      // [S]: start_position + tokens fed
+  const int32_t* sample_token = nullptr;     // [R]: token whose logits row r samples from
+  const float* temperature = nullptr;        // [R]
+  const int32_t* top_k = nullptr;            // [R]
+  const float* top_p = nullptr;              // [R]
+  const uint64_t* seed = nullptr;            // [R]
+  const int64_t* generated = nullptr;        // [R]
+  const int32_t* suppressed_start = nullptr; // [R + 1]: range of row r in suppressed_ids
+  const int32_t* suppressed_ids = nullptr;
+  const int32_t* block_tables = nullptr;     // [S][header->table_width]
+};
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,83 @@
+// The inputs of one forward step, packed on the host into one page-locked buffer and copied to
+// the device with a single cudaMemcpyAsync: token ids, positions, the KV slot of every token,
+// per-token attention extents, block tables, the rows to sample and their sampling parameters.
+//
+// Layout: arrays at offsets fixed by (tokens, sequences, samples, suppressed-id capacity) with
+// the block tables last. Their row width (the longest context's block count this step) lives in
+// device memory (StepHeader), so a CUDA graph captured for a decode bucket replays unchanged for
+// any context length: a bucket's layout depends on its row count alone.
+//
+// Padded decode steps (graph buckets): rows past the real sequences feed token 0 at position 0,
+// write no K/V (slot -1), attend to nothing (context 0) and sample greedily; their outputs are
+// dropped.
+//
+// Not thread-safe. pack() must not run while the previous upload() is in flight (the runner
+// synchronises at the end of every step).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/step_arrays.h"
+#include "engine/runner.h"
+
+namespace gpufrac::engine {
+
+// What pack() produced: counts (padded ones for graph buckets) and the device arrays.
+struct PackedStep {
+  int num_tokens = 0;
+  int num_seqs = 0;
+  int num_samples = 0;
+  int real_samples = 0;  // samples of real sequences (the first real_samples rows)
+  int max_context = 0;   // longest context this step, in positions
+  StepArrays arrays;
+};
+
+struct StepLimits {
+  int max_tokens = 0;      // tokens per step
+  int max_seqs = 0;        // sequences per step
+  int max_table_width = 0; // block-table entries per sequence (max_model_len / block_size)
+  int vocab_size = 0;
+  int block_size = 0;
+  int num_blocks = 0;
+};
+
+class StepInputs {
+ public:
+  // Suppressed ids a padded (graph) row may carry; a step with more runs without a graph.
+  static constexpr int kGraphSuppressedPerRow = 16;
+  // Suppressed ids per sequence on average that a step's buffer holds.
+  static constexpr int kMaxSuppressedPerSeq = 64;
+
+  explicit StepInputs(const StepLimits& limits);
+
+  // True when `batch` is a pure decode step that fits a graph bucket of `rows` rows.
+  static bool fits_graph(const StepBatch& batch, int rows);
+  // Validates `batch` against the limits (throws RuntimeFailure naming the first problem, before
+  // anything is written) and lays it out; `padded_rows` > 0 pads a pure decode step to that many
+  // rows with the bucket layout.
+  PackedStep pack(const StepBatch& batch, int padded_rows);
+  // A padded decode layout of `rows` rows that are all padding: warms a bucket up before its
+  // graph is captured.
+  PackedStep pack_padding(int rows);
+  // The device arrays of a padded decode layout of `rows` rows, without packing anything: what a
+  // graph for that bucket is captured with.
+  StepArrays bucket_arrays(int rows) const;
+  void upload(cudaStream_t stream) const;
+
+ private:
+  struct Layout;
+  static Layout layout(int tokens, int seqs, int samples, int suppressed);
+  StepArrays arrays_at(const Layout& layout) const;
+  void validate(const StepBatch& batch) const;
+  PackedStep fill(const StepBatch* batch, int padded_rows);
+
+  StepLimits limits_;
+  PinnedBuffer host_;
+  DeviceBuffer device_;
+  uint64_t used_bytes_ = 0;
+};
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,316 @@
+// gpufrac_cuda_bench: the CUDA runner's speed next to the physical floors of the GPU it runs on.
+//
+// Measures, in one process: the device copy bandwidth and a large bf16 GEMM's rate (the two
+// ceilings), every linear layer shape of the model through cuBLASLt at several token counts,
+// decode steps per batch size (CUDA-graph replay timed with events: GPU time; and forward()
+// wall time: what a caller sees), and one long prefill. Prints a table last and writes every
+// number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cli_args.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/json.h"
+#include "common/strings.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_runner.h"
+#include "engine/cuda/cuda_runner_factory.h"
+#include "engine/cuda/gemm.h"
+#include "engine/presets.h"
+
+namespace gpufrac::engine {
+namespace {
+
+constexpr int kBlockSize = 16;
+
+struct Stats {
+  double median = 0, p10 = 0, p90 = 0;
+};
+
+Stats summarize(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[size_t(q * double(samples.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+class EventTimer {
+ public:
+  EventTimer() {
+    GPUFRAC_CUDA_CHECK(cudaEventCreate(&start_));
+    GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void start(cudaStream_t s) { GPUFRAC_CUDA_CHECK(cudaEventRecord(start_, s)); }
+  double stop_ms(cudaStream_t s) {
+    GPUFRAC_CUDA_CHECK(cudaEventRecord(stop_, s));
+    GPUFRAC_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Device-to-device copy bandwidth (bytes read + written per second).
+double measure_copy_bandwidth(cudaStream_t stream) {
+  const uint64_t bytes = 2ull << 30;
+  DeviceBuffer a(bytes, "bandwidth probe"), b(bytes, "bandwidth probe");
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(a.data(), 1, bytes, stream));
+  EventTimer timer;
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    timer.start(stream);
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+    double t = timer.stop_ms(stream);
+    if (i >= 2) ms.push_back(t);
+  }
+  return 2.0 * double(bytes) / (summarize(ms).median * 1e-3);
+}
+
+// Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
+// graph; returns the median time per call in ms.
+double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
+                           const bf16* x, void* y, bool y_bf16, int m, int n, int k,
+                           cudaStream_t stream, int repeats) {
+  for (const bf16* w : weights) gemm.run(x, w, y, y_bf16, m, n, k, stream);  // plans, warm-up
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (const bf16* w : weights) gemm.run(x, w, y, y_bf16, m, n, k, stream);
+  GPUFRAC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphDestroy(graph);
+  EventTimer timer;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats + 2; ++i) {
+    timer.start(stream);
+    GPUFRAC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    double t = timer.stop_ms(stream);
+    if (i >= 2) ms.push_back(t / double(weights.size()));
+  }
+  cudaGraphExecDestroy(exec);
+  return summarize(ms).median;
+}
+
+struct Sequences {
+  std::vector<std::vector<int32_t>> tokens, tables;
+};
+
+int bench_main(int argc, char** argv) {
+  CliArgs args("gpufrac_cuda_bench [options]",
+               "Times the CUDA runner's decode steps and prefill against the GPU's floors.");
+  args.option("model", "NAME", "preset (weights generated on the GPU)", "qwen3-4b")
+      .option("batches", "LIST", "decode batch sizes", "1,2,4,8,16,32,64")
+      .option("context", "N", "positions each decoding sequence attends to", "2048")
+      .option("prefill", "N", "tokens of the timed prefill", "2048")
+      .option("iterations", "N", "timed repetitions per point", "50")
+      .option("json", "FILE", "write every number here", "")
+      .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --json bench.json");
+  if (!args.parse(argc, argv)) return 0;
+  const std::string model = args.get("model");
+  const std::vector<int> batches = parse_int_list(args.get("batches"), "--batches");
+  const int context = int(parse_int(args.get("context"), "--context"));
+  const int prefill = int(parse_int(args.get("prefill"), "--prefill"));
+  const int iterations = int(parse_int(args.get("iterations"), "--iterations"));
+  if (!cuda_device_usable()) throw RuntimeFailure("no usable CUDA device (nvidia-smi -L)");
+  std::optional<ModelConfig> config = find_preset(model);
+  if (!config) throw UsageError("--model must be a preset name, got '" + model + "'");
+  const ModelConfig& c = *config;
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+
+  CudaRunnerOptions options;
+  options.max_seqs_per_step = std::max(max_batch, 1);
+  options.max_tokens_per_step = std::max(prefill, max_batch);
+  options.max_model_len = std::max(context, prefill) + kBlockSize;
+  CudaRunner runner(DeviceWeights::generate(c, 0), options);
+  cudaStream_t stream = runner.stream();
+  const int blocks_per_seq = (options.max_model_len + kBlockSize - 1) / kBlockSize;
+  runner.allocate_kv_cache(blocks_per_seq * (max_batch + 1), kBlockSize);
+
+  Json out;
+  cudaDeviceProp props{};
+  GPUFRAC_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  out["gpu"] = props.name;
+  out["sm_count_usable"] = runner.sm_count();
+  out["cuda_driver_api"] = driver;
+  out["model"] = model;
+  out["weight_bytes"] = runner.weights().bytes();
+
+  const double bandwidth = measure_copy_bandwidth(stream);
+  out["copy_bandwidth_bytes_per_s"] = bandwidth;
+
+  // GEMM shapes of the model, cuBLASLt, distinct weights per layer.
+  CublasLtGemm gemm;
+  const DeviceWeights& w = runner.weights();
+  const int hidden = c.hidden_size, inter = c.intermediate_size, q_width = c.q_width();
+  const int qkv = q_width + 2 * c.kv_width();
+  const int max_m = std::max(prefill, 128);
+  DeviceBuffer y(uint64_t(max_m) * uint64_t(std::max({qkv, 2 * inter, hidden})) * 4, "bench y");
+  const bf16* x = w.embed_tokens;  // random bf16 rows as activations
+  struct Shape {
+    const char* name;
+    int n, k;
+    std::vector<const bf16*> weights;
+  };
+  std::vector<Shape> shapes = {{"qkv", qkv, hidden, {}}, {"o", hidden, q_width, {}},
+                               {"gate_up", 2 * inter, hidden, {}}, {"down", hidden, inter, {}}};
+  for (const DeviceLayerWeights& l : w.layers) {
+    shapes[0].weights.push_back(l.qkv_proj);
+    shapes[1].weights.push_back(l.o_proj);
+    shapes[2].weights.push_back(l.gate_up_proj);
+    shapes[3].weights.push_back(l.down_proj);
+  }
+  // The matrix-rate ceiling: a large bf16 GEMM on random data (8192 tokens x gate|up).
+  const int probe_m = 8192;
+  DeviceBuffer probe_y(uint64_t(probe_m) * uint64_t(2 * inter) * 2, "bench GEMM probe");
+  const double gemm_flops = 2.0 * probe_m * double(2 * inter) * hidden;
+  const double gemm_ms = time_gemm_per_layer(gemm, shapes[2].weights, x, probe_y.data(), true,
+                                             probe_m, 2 * inter, hidden, stream, 5);
+  const double gemm_rate = gemm_flops / (gemm_ms * 1e-3);
+  out["gemm_rate_flops_per_s"] = gemm_rate;
+  out["gemm_rate_shape"] = std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" +
+                           std::to_string(hidden);
+  Json gemm_rows = Json::array();
+  for (const Shape& s : shapes) {
+    for (int m : {1, 8, 32, 64, 128, prefill}) {
+      if (m > max_m) continue;
+      double ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20);
+      double bytes = double(s.n) * s.k * 2;
+      gemm_rows.push_back({{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
+                           {"cublaslt_ms", ms}, {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
+                           {"floor_ms", bytes / bandwidth * 1e3}});
+    }
+  }
+  out["gemm_shapes"] = gemm_rows;
+
+  // Decode steps.
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
+  const double kv_bytes_per_position = double(c.num_layers) * 2 * c.kv_width() * 2;
+  Json decode_rows = Json::array();
+  for (int batch_size : batches) {
+    Sequences seqs;
+    StepBatch batch;
+    for (int i = 0; i < batch_size; ++i) {
+      seqs.tokens.push_back({token(rng)});
+      std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq));
+      for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = i * blocks_per_seq + b;
+      seqs.tables.push_back(std::move(table));
+    }
+    for (int i = 0; i < batch_size; ++i) {
+      batch.sequences.push_back({seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true,
+                                 {}});
+    }
+    StepResult result;
+    std::vector<double> wall_ms;
+    for (int i = 0; i < iterations + 3; ++i) {
+      int64_t t0 = monotonic_ns();
+      runner.forward(batch, result);
+      if (i >= 3) wall_ms.push_back(ns_to_ms(monotonic_ns() - t0));
+    }
+    int bucket = runner.bucket_for(batch_size);
+    EventTimer timer;
+    std::vector<double> gpu_ms;
+    for (int i = 0; i < iterations + 3; ++i) {
+      timer.start(stream);
+      runner.replay_decode_graph(bucket);
+      double t = timer.stop_ms(stream);
+      if (i >= 3) gpu_ms.push_back(t);
+    }
+    Stats gpu = summarize(gpu_ms), wall = summarize(wall_ms);
+    double bytes = double(runner.weights().bytes()) + batch_size * kv_bytes_per_position * context;
+    decode_rows.push_back({{"batch", batch_size}, {"bucket", bucket}, {"context", context},
+                           {"graph_gpu_ms", gpu.median}, {"graph_gpu_ms_p10", gpu.p10},
+                           {"graph_gpu_ms_p90", gpu.p90}, {"forward_wall_ms", wall.median},
+                           {"bytes", bytes}, {"floor_ms", bytes / bandwidth * 1e3},
+                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3}});
+  }
+  out["decode"] = decode_rows;
+
+  // Prefill of one sequence.
+  std::vector<int32_t> prompt(static_cast<size_t>(prefill));
+  for (int32_t& t : prompt) t = token(rng);
+  std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq));
+  for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = max_batch * blocks_per_seq + b;
+  StepBatch prefill_batch;
+  prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
+  std::vector<double> prefill_gpu, prefill_wall;
+  EventTimer timer;
+  for (int i = 0; i < 7; ++i) {
+    StepResult result;
+    timer.start(stream);
+    int64_t t0 = monotonic_ns();
+    runner.forward(prefill_batch, result);
+    double wall = ns_to_ms(monotonic_ns() - t0);
+    double gpu = timer.stop_ms(stream);
+    if (i >= 2) {
+      prefill_wall.push_back(wall);
+      prefill_gpu.push_back(gpu);
+    }
+  }
+  const double linear_params = double(c.num_layers) *
+                               (double(qkv) * hidden + double(hidden) * q_width +
+                                2.0 * inter * hidden + double(hidden) * inter);
+  const double prefill_flops = 2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
+                               2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
+  Stats pg = summarize(prefill_gpu), pw = summarize(prefill_wall);
+  out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
+                    {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
+                    {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3}};
+
+  if (!args.get("json").empty()) {
+    std::ofstream file(args.get("json"));
+    file << out.dump(2) << "\n";
+  }
+
+  std::printf("\n%s on %s (%d SMs usable): copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s (%s)\n",
+              model.c_str(), props.name, runner.sm_count(), bandwidth / 1e12, gemm_rate / 1e12,
+              out["gemm_rate_shape"].get<std::string>().c_str());
+  std::printf("%-8s %-5s %-5s %-12s %-12s\n", "shape", "m", "", "cublaslt_ms", "floor_ms");
+  for (const Json& r : gemm_rows) {
+    std::printf("%-8s %-5d %-5s %-12.4f %-12.4f\n", r["shape"].get<std::string>().c_str(),
+                r["m"].get<int>(), "", r["cublaslt_ms"].get<double>(), r["floor_ms"].get<double>());
+  }
+  std::printf("%-6s %-12s %-12s %-10s %-8s\n", "batch", "graph_gpu_ms", "forward_ms", "floor_ms",
+              "floor%");
+  for (const Json& r : decode_rows) {
+    double gpu = r["graph_gpu_ms"].get<double>(), floor = r["floor_ms"].get<double>();
+    std::printf("%-6d %-12.3f %-12.3f %-10.3f %-8.0f\n", r["batch"].get<int>(), gpu,
+                r["forward_wall_ms"].get<double>(), floor, 100.0 * floor / gpu);
+  }
+  std::printf("prefill %d tokens: %.2f ms GPU, %.2f ms wall; FLOP floor %.2f ms (%.0f%%)\n", prefill,
+              pg.median, pw.median, prefill_flops / gemm_rate * 1e3,
+              100.0 * prefill_flops / gemm_rate * 1e3 / pg.median);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpufrac::engine
+
+int main(int argc, char** argv) {
+  try {
+    return gpufrac::engine::bench_main(argc, argv);
+  } catch (const gpufrac::UsageError& e) {
+    std::fprintf(stderr, "gpufrac_cuda_bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpufrac_cuda_bench: %s\n", e.what());
+    return 1;
+  }
+}

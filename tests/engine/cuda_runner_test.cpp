@@ -1,0 +1,291 @@
+// GPU tests (label gpu) of the CUDA runner against the CPU runner, the fp32 oracle, on the `tiny`
+// preset with identical weights (the host-generated preset, uploaded).
+//
+// Bound on |cuda - cpu| for a row of logits: kRelativeBound x the rms of the CPU row. Why 0.1:
+// the CUDA runner rounds about 7 activations per layer to bf16 (normed input, q, k, v, attention
+// output, normed post-attention input, SiLU*up) plus the final hidden state; each rounding has
+// unit roundoff u = 2^-8 and an rms relative error of u/sqrt(3) = 0.23%. Independent errors add
+// in quadrature: sqrt(7 * 2 + 1) * 0.23% = 0.9% of the final hidden state for tiny's 2 layers,
+// so about 0.9% of the logits' rms per entry and ~4.5x that (4%) at the worst of 151,936 entries.
+// 0.1 leaves 2.5x slack; a real bug (wrong RoPE pairing, a missing norm, a stale KV slot) moves
+// logits by O(rms).
+// Top-1: the CUDA runner's greedy token must equal the CPU's, except where the CPU's own logit of
+// the CUDA token is within the bound of its maximum (a near tie, counted and printed).
+// Both runners are always fed the CPU's tokens (teacher forcing), so one near tie cannot cascade.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "common/error.h"
+#include "engine/cpu/cpu_runner.h"
+#include "engine/cuda/cuda_runner.h"
+#include "engine/presets.h"
+#include "cuda_test_support.h"
+
+namespace gpufrac::engine {
+namespace {
+
+using testing::BlockCounter;
+using testing::TestSequence;
+
+constexpr uint64_t kSeed = 7;
+constexpr int kBlockSize = 16;
+constexpr int kNumBlocks = 1024;
+constexpr double kRelativeBound = 0.1;
+
+const ModelWeights& tiny_weights() {
+  static const ModelWeights* weights =
+      new ModelWeights(generate_random_weights(*find_preset("tiny"), kSeed, 0));
+  return *weights;
+}
+
+std::unique_ptr<CudaRunner> make_tiny_cuda(bool graphs = true) {
+  CudaRunnerOptions options;
+  options.use_graphs = graphs;
+  options.max_model_len = 4096;
+  auto runner = std::make_unique<CudaRunner>(DeviceWeights::upload(tiny_weights()), options);
+  runner->allocate_kv_cache(kNumBlocks, kBlockSize);
+  return runner;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int length, int vocab) {
+  std::uniform_int_distribution<int32_t> id(0, vocab - 1);
+  std::vector<int32_t> prompt(static_cast<size_t>(length));
+  for (int32_t& t : prompt) t = id(rng);
+  return prompt;
+}
+
+struct Tally {
+  int rows = 0;
+  int exact_top1 = 0;
+  int near_ties = 0;
+  double worst_relative = 0;  // max |cuda - cpu| / rms(cpu) over rows
+};
+
+class TinyCudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cpu_ = make_cpu_runner(tiny_weights(), 0);
+    cpu_->allocate_kv_cache(kNumBlocks, kBlockSize);
+    cuda_ = make_tiny_cuda();
+  }
+  void TearDown() override {
+    std::printf("tiny cuda vs cpu: %d rows, worst |diff|/rms %.4f (bound %.2f), top-1 equal %d, "
+                "near ties %d\n",
+                tally_.rows, tally_.worst_relative, kRelativeBound, tally_.exact_top1,
+                tally_.near_ties);
+  }
+
+  TestSequence& add_sequence(int prompt_length, int max_new) {
+    auto s = std::make_unique<TestSequence>();
+    s->tokens = random_prompt(rng_, prompt_length, vocab());
+    s->blocks = blocks_.take(prompt_length + max_new);
+    sequences_.push_back(std::move(s));
+    return *sequences_.back();
+  }
+  int vocab() const { return tiny_weights().config.vocab_size; }
+
+  // Runs one step on both runners, compares every sampled row, appends the CPU's tokens.
+  void step(std::vector<TestSequence*> active, int chunk) {
+    StepBatch batch = testing::make_step(active, chunk, true);
+    StepResult cpu, cuda;
+    cpu_->forward(batch, cpu);
+    cuda_->forward(batch, cuda);
+    ASSERT_EQ(cpu.next_tokens.size(), cuda.next_tokens.size());
+    ASSERT_EQ(cpu.logits.size(), cuda.logits.size());
+    const size_t v = size_t(vocab());
+    size_t row = 0;
+    for (size_t i = 0; i < active.size(); ++i) {
+      if (!batch.sequences[i].sample) continue;
+      std::span<const float> cpu_row(cpu.logits.data() + row * v, v);
+      std::span<const float> cuda_row(cuda.logits.data() + row * v, v);
+      testing::RowComparison c = testing::compare_rows(cpu_row, cuda_row);
+      double bound = kRelativeBound * c.reference_rms;
+      EXPECT_LE(c.max_abs_diff, bound) << "row " << row << " at position "
+                                       << active[i]->tokens.size();
+      EXPECT_EQ(cuda.next_tokens[row], testing::argmax(cuda_row)) << "greedy sampler != argmax";
+      EXPECT_EQ(cpu.next_tokens[row], c.reference_top1);
+      ++tally_.rows;
+      tally_.worst_relative = std::max(tally_.worst_relative, c.max_abs_diff / c.reference_rms);
+      if (cuda.next_tokens[row] == cpu.next_tokens[row]) {
+        ++tally_.exact_top1;
+      } else {
+        ++tally_.near_ties;
+        EXPECT_LE(c.reference_margin, bound) << "top-1 differs beyond a near tie at row " << row;
+      }
+      ++row;
+    }
+    testing::complete_step(active, batch);
+    row = 0;
+    for (size_t i = 0; i < active.size(); ++i) {
+      if (batch.sequences[i].sample) active[i]->tokens.push_back(cpu.next_tokens[row++]);
+    }
+  }
+
+  std::mt19937 rng_{1234};
+  BlockCounter blocks_{kBlockSize};
+  std::vector<std::unique_ptr<TestSequence>> sequences_;
+  std::unique_ptr<ModelRunner> cpu_;
+  std::unique_ptr<CudaRunner> cuda_;
+  Tally tally_;
+};
+
+TEST_F(TinyCudaVsCpu, PrefillThenDecodeInPaddedBuckets) {
+  std::vector<TestSequence*> all;
+  for (int length : {1, 7, 33, 100, 64}) all.push_back(&add_sequence(length, 40));
+  step(all, 4096);  // every prompt in one step
+  for (int i = 0; i < 20; ++i) step(all, 1);          // 5 sequences: bucket 8, 3 padding rows
+  std::vector<TestSequence*> two = {all[1], all[3]};  // bucket 2
+  for (int i = 0; i < 6; ++i) step(two, 1);
+}
+
+TEST_F(TinyCudaVsCpu, ChunkedPrefillMixedWithDecodes) {
+  TestSequence& decoding = add_sequence(5, 40);
+  step({&decoding}, 4096);
+  TestSequence& long_prompt = add_sequence(90, 8);
+  for (int i = 0; i < 8; ++i) step({&decoding, &long_prompt}, 17);  // chunks of 17 + one decode
+}
+
+TEST_F(TinyCudaVsCpu, LongContextDecodeSplitsAttention) {
+  TestSequence& s = add_sequence(1500, 10);
+  for (int i = 0; i < 3; ++i) step({&s}, 512);
+  for (int i = 0; i < 8; ++i) step({&s}, 1);  // batch 1: the context is split across blocks
+  EXPECT_EQ(s.computed, 1500 + 8);
+}
+
+TEST_F(TinyCudaVsCpu, ManySequencesUseLargerBuckets) {
+  std::vector<TestSequence*> all;
+  for (int i = 0; i < 40; ++i) all.push_back(&add_sequence(3 + i % 8, 8));
+  step(all, 4096);
+  for (int i = 0; i < 4; ++i) step(all, 1);  // bucket 48
+}
+
+TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
+  auto with_graphs = make_tiny_cuda(true);
+  auto eager = make_tiny_cuda(false);
+  std::mt19937 rng(99);
+  BlockCounter blocks(kBlockSize);
+  std::vector<std::unique_ptr<TestSequence>> owned;
+  std::vector<TestSequence*> all;
+  for (int length : {3, 20, 50}) {
+    owned.push_back(std::make_unique<TestSequence>());
+    owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
+    owned.back()->blocks = blocks.take(length + 16);
+    all.push_back(owned.back().get());
+  }
+  for (int i = 0; i < 12; ++i) {
+    StepBatch batch = testing::make_step(all, i == 0 ? 4096 : 1, true);
+    StepResult a, b;
+    with_graphs->forward(batch, a);
+    eager->forward(batch, b);
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)))
+        << "step " << i;
+    EXPECT_EQ(a.next_tokens, b.next_tokens);
+    testing::complete_step(all, batch);
+    for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
+  }
+}
+
+TEST(CudaRunner, RejectsInvalidBatchesAndKeepsWorking) {
+  CudaRunnerOptions options;
+  options.max_model_len = 4096;
+  CudaRunner runner(DeviceWeights::upload(tiny_weights()), options);
+  std::vector<int32_t> tokens = {1, 2, 3};
+  std::vector<int32_t> table = {0};
+  StepBatch batch;
+  batch.sequences.push_back({tokens, 0, table, true, {}});
+  StepResult result;
+  EXPECT_THROW(runner.forward(batch, result), RuntimeFailure);  // no KV cache yet
+  runner.allocate_kv_cache(64, kBlockSize);
+  std::vector<int32_t> bad_tokens = {1, tiny_weights().config.vocab_size};
+  StepBatch bad;
+  bad.sequences.push_back({bad_tokens, 0, table, true, {}});
+  EXPECT_THROW(runner.forward(bad, result), RuntimeFailure);
+  std::vector<int32_t> long_tokens(40, 5);  // 40 positions need 3 blocks
+  StepBatch short_table;
+  short_table.sequences.push_back({long_tokens, 0, table, true, {}});
+  EXPECT_THROW(runner.forward(short_table, result), RuntimeFailure);
+  std::vector<int32_t> outside = {64};
+  StepBatch bad_block;
+  bad_block.sequences.push_back({tokens, 0, outside, true, {}});
+  EXPECT_THROW(runner.forward(bad_block, result), RuntimeFailure);
+  runner.forward(batch, result);
+  ASSERT_EQ(result.next_tokens.size(), 1u);
+  EXPECT_GE(result.next_tokens[0], 0);
+}
+
+TEST(CudaRunner, SeededSamplingIgnoresBatchmatesAndHonoursTopK) {
+  auto runner = make_tiny_cuda();
+  std::mt19937 rng(5);
+  BlockCounter blocks(kBlockSize);
+  const int vocab = tiny_weights().config.vocab_size;
+  std::vector<int32_t> prompt = random_prompt(rng, 12, vocab);
+  SamplingParams sampling;
+  sampling.temperature = 0.9f;
+  sampling.top_k = 40;
+  sampling.top_p = 0.95f;
+  sampling.seed = 123;
+  auto run = [&](int batchmates) {
+    std::vector<std::unique_ptr<TestSequence>> owned;
+    std::vector<TestSequence*> active;
+    for (int i = 0; i <= batchmates; ++i) {
+      owned.push_back(std::make_unique<TestSequence>());
+      owned.back()->tokens = i == 0 ? prompt : random_prompt(rng, 5 + i, vocab);
+      owned.back()->blocks = blocks.take(32);
+      owned.back()->sampling = sampling;
+      owned.back()->sampling.seed = i == 0 ? 123 : 1000 + uint64_t(i);
+      active.push_back(owned.back().get());
+    }
+    StepBatch batch = testing::make_step(active, 4096, true);
+    StepResult result;
+    runner->forward(batch, result);
+    std::span<const float> row(result.logits.data(), size_t(vocab));
+    std::vector<float> sorted(row.begin(), row.end());
+    std::nth_element(sorted.begin(), sorted.begin() + 39, sorted.end(), std::greater<float>());
+    EXPECT_GE(row[size_t(result.next_tokens[0])], sorted[39]) << "sampled outside the top 40";
+    return result.next_tokens[0];
+  };
+  int32_t alone = run(0);
+  EXPECT_EQ(alone, run(3));
+  EXPECT_EQ(alone, run(7));
+
+  sampling.top_k = 1;  // top-1 is greedy whatever the temperature
+  std::vector<std::unique_ptr<TestSequence>> owned;
+  owned.push_back(std::make_unique<TestSequence>());
+  owned[0]->tokens = prompt;
+  owned[0]->blocks = blocks.take(32);
+  owned[0]->sampling = sampling;
+  StepBatch batch = testing::make_step({owned[0].get()}, 4096, true);
+  StepResult result;
+  runner->forward(batch, result);
+  EXPECT_EQ(result.next_tokens[0], testing::argmax(std::span<const float>(result.logits)));
+}
+
+TEST(CudaRunner, MemoryAccountingAndUsableSms) {
+  CudaRunnerOptions options;
+  options.max_model_len = 4096;
+  CudaRunner runner(DeviceWeights::upload(tiny_weights()), options);
+  const ModelConfig& c = tiny_weights().config;
+  EXPECT_EQ(runner.kv_block_bytes(16),
+            uint64_t(c.num_layers) * 2 * 16 * uint64_t(c.kv_width()) * 2);
+  uint64_t before = runner.available_memory_bytes();
+  ASSERT_GT(before, 0u);
+  EXPECT_LT(before, device_memory_info().free_bytes);
+  const int blocks = 4096;
+  runner.allocate_kv_cache(blocks, 16);
+  uint64_t after = runner.available_memory_bytes();
+  EXPECT_LE(after + uint64_t(blocks) * runner.kv_block_bytes(16), before);
+
+  std::printf("usable SMs: %d\n", runner.sm_count());
+  EXPECT_GT(runner.sm_count(), 0);
+  // Under MPS with an active-thread percentage the runner must see (and size grids to) fewer SMs.
+  if (const char* at_most = std::getenv("GPUFRAC_EXPECT_SMS_AT_MOST")) {
+    EXPECT_LE(runner.sm_count(), std::atoi(at_most));
+  }
+}
+
+}  // namespace
+}  // namespace gpufrac::engine
