@@ -1,0 +1,192 @@
+// Interposed memory reports: cuMemGetInfo and cuDeviceTotalMem (both variants) and NVML's
+// nvmlDeviceGetMemoryInfo(_v2) say what the process may use: total = the cap (or the device, if
+// smaller), free = cap minus what the tenant holds (or the device's free memory, if smaller),
+// never below zero. Without a cap they report the driver's numbers untouched. cuInit is
+// interposed to refuse CUDA early, with the reason on stderr, when the cap cannot be enforced.
+//
+// NVML numbers devices by itself, CUDA by CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER: an NVML
+// device is matched to its CUDA ordinal by UUID (cached per handle).
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <atomic>
+
+#include "memcap/hook_table.h"
+#include "memcap/shim.h"
+
+using namespace gpufrac::memcap;
+
+namespace {
+
+constexpr int kCachedNvmlDevices = 64;
+constinit std::atomic<nvmlDevice_t> g_nvml_handles[kCachedNvmlDevices] = {};
+constinit std::atomic<int> g_nvml_ordinals[kCachedNvmlDevices] = {};  // ordinal + 1; 0 = unknown
+
+void format_uuid(const CUuuid& uuid, char* out, size_t size) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  snprintf(out, size,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
+}
+
+int cuda_ordinal_by_uuid(const char* nvml_uuid) {
+  const char* hex = strchr(nvml_uuid, '-');  // "GPU-..." or "MIG-..."
+  if (hex == nullptr) return -1;
+  ++hex;
+  auto init = REAL(cuInit);
+  auto count_devices = REAL(cuDeviceGetCount);
+  auto get_device = REAL(cuDeviceGet);
+  auto get_uuid = REAL(cuDeviceGetUuid_v2);
+  if (get_uuid == nullptr) get_uuid = REAL(cuDeviceGetUuid);
+  int count = 0;
+  if (init == nullptr || count_devices == nullptr || get_device == nullptr ||
+      get_uuid == nullptr || init(0) != CUDA_SUCCESS || count_devices(&count) != CUDA_SUCCESS) {
+    return -1;
+  }
+  for (int i = 0; i < count; ++i) {
+    CUdevice device = -1;
+    CUuuid uuid;
+    char text[48];
+    if (get_device(&device, i) != CUDA_SUCCESS || get_uuid(&uuid, device) != CUDA_SUCCESS) {
+      continue;
+    }
+    format_uuid(uuid, text, sizeof text);
+    if (strcasecmp(text, hex) == 0) return device;
+  }
+  return -1;
+}
+
+// The CUDA ordinal of an NVML device, or -1 if CUDA does not show it to this process.
+int cuda_ordinal(nvmlDevice_t device) {
+  for (int i = 0; i < kCachedNvmlDevices; ++i) {
+    if (g_nvml_handles[i].load() == device) {
+      int known = g_nvml_ordinals[i].load();
+      if (known != 0) return known - 1;
+    }
+  }
+  auto get_uuid = REAL(nvmlDeviceGetUUID);
+  char uuid[96];
+  if (get_uuid == nullptr || get_uuid(device, uuid, sizeof uuid) != NVML_SUCCESS) return -1;
+  int ordinal = cuda_ordinal_by_uuid(uuid);
+  for (int i = 0; i < kCachedNvmlDevices; ++i) {
+    nvmlDevice_t empty = nullptr;
+    if (g_nvml_handles[i].compare_exchange_strong(empty, device) || empty == device) {
+      g_nvml_ordinals[i].store(ordinal + 1);
+      break;
+    }
+  }
+  return ordinal;
+}
+
+// Clamps an NVML report. Memory in use stays "used" as far as it fits; with _v2, what is left of
+// the clamped in-use amount stays "reserved" (memory the driver keeps for itself).
+void clamp_nvml(nvmlDevice_t device, unsigned long long* total, unsigned long long* free,
+                unsigned long long* used, unsigned long long* reserved) {
+  uint64_t clamped_total = *total;
+  uint64_t clamped_free = *free;
+  clamp_report(cuda_ordinal(device), &clamped_free, &clamped_total);
+  uint64_t taken = clamped_total - clamped_free;
+  uint64_t in_use = reserved != nullptr && *used < taken ? *used : taken;
+  if (reserved != nullptr) *reserved = taken - in_use;
+  *total = clamped_total;
+  *free = clamped_free;
+  *used = in_use;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned int flags) {
+  auto real = REAL(cuInit);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (cap_requested()) {
+    if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  }
+  return real(flags);
+}
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  auto real = REAL(cuMemGetInfo_v2);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(free_bytes, total_bytes);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(free_bytes, total_bytes);
+  if (result != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return result;
+  uint64_t free = *free_bytes;
+  uint64_t total = *total_bytes;
+  clamp_report(current_device(), &free, &total);
+  *free_bytes = free;
+  *total_bytes = total;
+  return result;
+}
+
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) {
+  auto real = REAL(cuMemGetInfo);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(free_bytes, total_bytes);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(free_bytes, total_bytes);
+  if (result != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return result;
+  uint64_t free = *free_bytes;
+  uint64_t total = *total_bytes;
+  clamp_report(current_device(), &free, &total);  // only ever lowers, so it still fits
+  *free_bytes = unsigned(free);
+  *total_bytes = unsigned(total);
+  return result;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+  auto real = REAL(cuDeviceTotalMem_v2);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(bytes, device);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(bytes, device);
+  if (result != CUDA_SUCCESS || bytes == nullptr) return result;
+  uint64_t total = *bytes;
+  uint64_t free = total;
+  clamp_report(device, &free, &total);
+  *bytes = total;
+  return result;
+}
+
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice device) {
+  auto real = REAL(cuDeviceTotalMem);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(bytes, device);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(bytes, device);
+  if (result != CUDA_SUCCESS || bytes == nullptr) return result;
+  uint64_t total = *bytes;
+  uint64_t free = total;
+  clamp_report(device, &free, &total);
+  *bytes = unsigned(total);
+  return result;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  auto real = REAL(nvmlDeviceGetMemoryInfo);
+  if (real == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (!cap_requested()) return real(device, memory);
+  if (ensure_ready() != CUDA_SUCCESS) return NVML_ERROR_NO_PERMISSION;
+  nvmlReturn_t result = real(device, memory);
+  if (result != NVML_SUCCESS || memory == nullptr) return result;
+  clamp_nvml(device, &memory->total, &memory->free, &memory->used, nullptr);
+  return result;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  auto real = REAL(nvmlDeviceGetMemoryInfo_v2);
+  if (real == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (!cap_requested()) return real(device, memory);
+  if (ensure_ready() != CUDA_SUCCESS) return NVML_ERROR_NO_PERMISSION;
+  nvmlReturn_t result = real(device, memory);
+  if (result != NVML_SUCCESS || memory == nullptr) return result;
+  clamp_nvml(device, &memory->total, &memory->free, &memory->used, &memory->reserved);
+  return result;
+}
+
+}  // extern "C"
