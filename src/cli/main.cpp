@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "memcap/memcap_command.h"
 #include "report/report_command.h"
 
 namespace {
@@ -20,6 +21,7 @@ struct Command {
 // One line per subcommand, in the order `gpufrac --help` lists them.
 const std::vector<Command> kCommands = {
     {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
+    {"memcap", "run a command under a hard GPU memory cap", gpufrac::memcap_command},
 };
 
 void print_help() {
