@@ -6,11 +6,40 @@
 namespace gpufrac::engine {
 namespace {
 
+// An entry in a shard's arena: this header, the key bytes padded to 4, then the ids.
+struct EntryHeader {
+  uint16_t key_length;
+  uint16_t id_count;
+};
+
 size_t padded(size_t key_length) { return (key_length + 3) & ~size_t(3); }
 
-}  // namespace
+uint32_t tag_of(uint64_t hash) { return uint32_t(hash >> 32) | 1; }
 
-uint64_t WordCache::hash(std::string_view word) {
+bool same_bytes(const char* a, const char* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+// The entry at `offset` when it holds `word`, else nullptr.
+const char* matching_entry(const std::vector<char>& arena, uint32_t offset, std::string_view word) {
+  const char* entry = arena.data() + offset;
+  EntryHeader header;
+  std::memcpy(&header, entry, sizeof(header));
+  if (header.key_length != word.size()) return nullptr;
+  return same_bytes(entry + sizeof(header), word.data(), word.size()) ? entry : nullptr;
+}
+
+uint64_t hash_of_key(std::string_view word) {
   const char* p = word.data();
   const size_t n = word.size();
   uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -30,52 +59,77 @@ uint64_t WordCache::hash(std::string_view word) {
   return h | 1;
 }
 
+}  // namespace
+
+uint64_t WordCache::hash(std::string_view word) { return hash_of_key(word); }
+
 bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t>& out) {
   Shard& shard = shard_of(shards_, hash);
+  const uint32_t tag = tag_of(hash);
   std::lock_guard lock(shard.mutex);
   if (shard.slots.empty()) return false;
-  constexpr size_t kMask = kSlotsPerShard - 1;
-  for (size_t i = hash & kMask;; i = (i + 1) & kMask) {
-    const Slot& slot = shard.slots[i];
-    if (slot.hash == 0) return false;
-    if (slot.hash != hash || slot.key_length != word.size()) continue;
-    const char* entry = shard.arena.data() + slot.offset;
-    if (std::memcmp(entry, word.data(), word.size()) != 0) continue;
+  const size_t mask = shard.slots.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot slot = shard.slots[i];
+    if (slot.tag == 0) return false;
+    if (slot.tag != tag) continue;
+    const char* entry = matching_entry(shard.arena, slot.offset, word);
+    if (entry == nullptr) continue;
+    EntryHeader header;
+    std::memcpy(&header, entry, sizeof(header));
     const size_t first = out.size();
-    out.resize(first + slot.id_count);
-    std::memcpy(out.data() + first, entry + padded(word.size()), slot.id_count * sizeof(int32_t));
+    out.resize(first + header.id_count);
+    std::memcpy(out.data() + first, entry + sizeof(header) + padded(word.size()),
+                header.id_count * sizeof(int32_t));
     return true;
   }
 }
 
+void WordCache::place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash) {
+  const size_t mask = shard.slots.size() - 1;
+  size_t i = hash & mask;
+  while (shard.slots[i].tag != 0) i = (i + 1) & mask;
+  shard.slots[i] = Slot{tag, offset};
+}
+
 void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int32_t> ids) {
   Shard& shard = shard_of(shards_, hash);
+  const uint32_t tag = tag_of(hash);
   std::lock_guard lock(shard.mutex);
-  const size_t entry_bytes = padded(word.size()) + ids.size_bytes();
-  if (shard.slots.empty()) {
-    shard.slots.assign(kSlotsPerShard, Slot{0, 0, 0, 0});
-    shard.arena.reserve(kArenaBytesPerShard);
-  }
+  const size_t entry_bytes = sizeof(EntryHeader) + padded(word.size()) + ids.size_bytes();
   if (shard.entries >= kMaxEntriesPerShard || shard.arena.size() + entry_bytes > kArenaBytesPerShard) {
-    std::fill(shard.slots.begin(), shard.slots.end(), Slot{0, 0, 0, 0});
+    shard.slots.clear();
     shard.arena.clear();
     shard.entries = 0;
   }
-  constexpr size_t kMask = kSlotsPerShard - 1;
-  size_t i = hash & kMask;
-  for (;; i = (i + 1) & kMask) {
-    const Slot& slot = shard.slots[i];
-    if (slot.hash == 0) break;
-    if (slot.hash == hash && slot.key_length == word.size() &&
-        std::memcmp(shard.arena.data() + slot.offset, word.data(), word.size()) == 0) {
+  if (shard.slots.empty()) {
+    shard.slots.assign(kMinSlotsPerShard, Slot{0, 0});
+  } else if (2 * (shard.entries + 1) > shard.slots.size()) {
+    // Double the table and re-place every entry (their hashes are recomputed from the keys).
+    shard.slots.assign(2 * shard.slots.size(), Slot{0, 0});
+    for (size_t offset = 0; offset < shard.arena.size();) {
+      EntryHeader header;
+      std::memcpy(&header, shard.arena.data() + offset, sizeof(header));
+      const std::string_view key(shard.arena.data() + offset + sizeof(header), header.key_length);
+      const uint64_t h = hash_of_key(key);
+      place(shard, tag_of(h), uint32_t(offset), h);
+      offset += sizeof(header) + padded(header.key_length) + header.id_count * sizeof(int32_t);
+    }
+  }
+  const size_t mask = shard.slots.size() - 1;
+  for (size_t i = hash & mask; shard.slots[i].tag != 0; i = (i + 1) & mask) {
+    if (shard.slots[i].tag == tag && matching_entry(shard.arena, shard.slots[i].offset, word)) {
       return;  // another thread inserted it meanwhile
     }
   }
   const size_t offset = shard.arena.size();
   shard.arena.resize(offset + entry_bytes);
-  std::memcpy(shard.arena.data() + offset, word.data(), word.size());
-  std::memcpy(shard.arena.data() + offset + padded(word.size()), ids.data(), ids.size_bytes());
-  shard.slots[i] = Slot{hash, uint32_t(offset), uint16_t(word.size()), uint16_t(ids.size())};
+  char* entry = shard.arena.data() + offset;
+  const EntryHeader header{uint16_t(word.size()), uint16_t(ids.size())};
+  std::memcpy(entry, &header, sizeof(header));
+  std::memcpy(entry + sizeof(header), word.data(), word.size());
+  std::memcpy(entry + sizeof(header) + padded(word.size()), ids.data(), ids.size_bytes());
+  place(shard, tag, uint32_t(offset), hash);
   ++shard.entries;
 }
 

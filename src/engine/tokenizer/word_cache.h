@@ -1,8 +1,10 @@
 // The BPE word cache: a bounded map from a pre-tokenized piece (its bytes) to its token ids, so a
 // word seen before costs one hash lookup instead of a run of merges. Open addressing in 16 shards,
-// each with its own mutex; key bytes and ids of an entry sit together in the shard's arena (one
-// cache miss for the slot, one for the entry). A full shard is cleared and starts over, so memory
-// stays below ~4 MiB of slots plus kArenaBytesPerShard per shard.
+// each with its own mutex: 8-byte slots (a hash tag and an arena offset) point into the shard's
+// arena, where an entry holds its key length, id count, key bytes and ids together (one cache
+// miss for the slot, one for the entry). A shard's slot table starts small and doubles (up to
+// kMaxSlotsPerShard) so the slots of a small vocabulary of words stay in the CPU caches; a full
+// shard is cleared and starts over, so memory stays below 16 x (128 KiB of slots + 1 MiB arena).
 //
 // Thread-safety: lookup and insert may be called from many threads at once.
 #pragma once
@@ -30,23 +32,23 @@ class WordCache {
 
  private:
   static constexpr size_t kShards = 16;
-  static constexpr size_t kSlotsPerShard = size_t(1) << 14;
-  static constexpr size_t kMaxEntriesPerShard = kSlotsPerShard / 2;
+  static constexpr size_t kMinSlotsPerShard = size_t(1) << 10;
+  static constexpr size_t kMaxSlotsPerShard = size_t(1) << 14;
+  static constexpr size_t kMaxEntriesPerShard = kMaxSlotsPerShard / 2;  // load factor <= 1/2
   static constexpr size_t kArenaBytesPerShard = size_t(1) << 20;
 
   struct Slot {
-    uint64_t hash;  // 0: empty
-    uint32_t offset;  // of the entry in the arena: key bytes, padded to 4, then the ids
-    uint16_t key_length;
-    uint16_t id_count;
+    uint32_t tag;     // the hash's upper half, never 0; 0 marks an empty slot
+    uint32_t offset;  // of the entry in the arena
   };
   struct Shard {
     std::mutex mutex;
-    std::vector<Slot> slots;  // allocated on first insert
+    std::vector<Slot> slots;  // a power of two in size; allocated on first insert
     std::vector<char> arena;
     size_t entries = 0;
   };
 
+  static void place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash);
   static Shard& shard_of(std::array<Shard, kShards>& shards, uint64_t hash) {
     return shards[hash >> 60];
   }

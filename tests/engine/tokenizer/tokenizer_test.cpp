@@ -8,6 +8,7 @@
 #include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
+#include "engine/tokenizer/word_cache.h"
 #include "tokenizer_test_support.h"
 
 namespace gpufrac::engine {
@@ -66,6 +67,30 @@ TEST(Bpe, LongWordsAndRepeatsUseTheCacheConsistently) {
   EXPECT_EQ(first.size(), 1250u);  // 2500 "ab" merged pairwise into "abab"
   EXPECT_EQ(t.encode(long_word), first);
   EXPECT_EQ(t.encode("cd cd cd"), t.encode("cd cd cd"));
+}
+
+TEST(WordCache, KeepsEntriesThroughGrowthAndClearsWhenFull) {
+  WordCache cache;
+  auto word = [](int i) { return "w" + std::to_string(i) + std::string(size_t(i % 7), 'x'); };
+  // Enough words to grow every shard's table and overflow some shards (which then start over).
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const std::string w = word(i);
+    const std::vector<int32_t> ids = {i, -i, 7};
+    cache.insert(w, WordCache::hash(w), ids);
+  }
+  int found = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string w = word(i);
+    std::vector<int32_t> ids = {42};
+    if (!cache.lookup(w, WordCache::hash(w), ids)) continue;
+    ++found;
+    ASSERT_EQ(ids, (std::vector<int32_t>{42, i, -i, 7})) << w;
+  }
+  EXPECT_GT(found, n / 4);  // what survived the clears is still right
+  EXPECT_LT(found, n);      // and the bound holds
+  std::vector<int32_t> none;
+  EXPECT_FALSE(cache.lookup("never inserted", WordCache::hash("never inserted"), none));
 }
 
 Json with_added(Json j) {
