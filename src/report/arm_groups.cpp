@@ -102,8 +102,9 @@ ResultSet group_run_points(const std::vector<RunPoint>& points, const ArmLabels&
   for (ArmGroup& g : set.groups) {
     std::sort(g.closed.begin(), g.closed.end(),
               [](const RunPoint& a, const RunPoint& b) { return *a.concurrency < *b.concurrency; });
-    std::sort(g.open.begin(), g.open.end(),
-              [](const RunPoint& a, const RunPoint& b) { return *a.request_rate < *b.request_rate; });
+    std::sort(g.open.begin(), g.open.end(), [](const RunPoint& a, const RunPoint& b) {
+      return *a.request_rate < *b.request_rate;
+    });
     if (g.dedicated()) {
       ++dedicated_groups;
       dedicated_names += (dedicated_names.empty() ? "" : " and ") + std::string("m") +

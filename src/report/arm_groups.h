@@ -22,7 +22,7 @@ struct ArmGroup {
   int gpus = 1;
   std::string label;  // e.g. "fractions", "fractions-m4" (arm ran at several models per GPU),
                       // "fractions (1 GPU)" (arm ran at one models per GPU on several GPU counts)
-  std::string key;             // e.g. "fractions_m2", "fractions_m2_g1"
+  std::string key;    // e.g. "fractions_m2", "fractions_m2_g1"
   std::vector<RunPoint> closed;  // ascending concurrency, one point each
   std::vector<RunPoint> open;    // ascending request rate, one point each
 

@@ -14,7 +14,8 @@ namespace {
 
 std::string join_ints(const std::vector<RunPoint>& points) {
   std::string out;
-  for (const RunPoint& p : points) out += (out.empty() ? "" : ", ") + std::to_string(*p.concurrency);
+  for (const RunPoint& p : points)
+    out += (out.empty() ? "" : ", ") + std::to_string(*p.concurrency);
   return out;
 }
 
@@ -45,8 +46,11 @@ std::string inputs_section(const ResultSet& set) {
 }
 
 Plot throughput_plot(const ResultSet& set) {
-  Plot plot{"Output tok/s per GPU vs requests resident per GPU", "requests resident per GPU",
-            "output tok/s per GPU", /*log2_x=*/true, {}};
+  Plot plot{"Output tok/s per GPU vs requests resident per GPU",
+            "requests resident per GPU",
+            "output tok/s per GPU",
+            /*log2_x=*/true,
+            {}};
   for (const ArmGroup& g : set.groups) {
     PlotSeries s{g.label, {}};
     for (const RunPoint& p : g.closed) {
@@ -58,8 +62,11 @@ Plot throughput_plot(const ResultSet& set) {
 }
 
 Plot latency_plot(const ResultSet& set) {
-  Plot plot{"ITL p50 vs output tok/s per GPU (one point per concurrency)", "output tok/s per GPU",
-            "ITL p50 (ms)", /*log2_x=*/false, {}};
+  Plot plot{"ITL p50 vs output tok/s per GPU (one point per concurrency)",
+            "output tok/s per GPU",
+            "ITL p50 (ms)",
+            /*log2_x=*/false,
+            {}};
   for (const ArmGroup& g : set.groups) {
     PlotSeries s{g.label, {}};
     for (const RunPoint& p : g.closed) {

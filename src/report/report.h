@@ -19,7 +19,7 @@ struct ReportOptions {
 };
 
 struct Report {
-  std::string markdown;  // report.md: every table, with headings and notes, and the plot links
+  std::string markdown;       // report.md: every table, with headings and notes, and the plot links
   std::vector<Table> tables;  // in the order report.md shows them; each becomes <id>.csv
   std::vector<std::pair<std::string, std::string>> plots;  // (file name, SVG text)
 };

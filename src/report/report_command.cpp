@@ -36,41 +36,45 @@ CliArgs report_args() {
               "Print an arm under another name in tables and plots, e.g. dedicated=baseline, "
               "timeslice=HAMi (CSV keys keep the arm names).",
               std::nullopt, /*repeated=*/true)
-      .section("How rows are matched",
-               "  Throughput, TTFT and ITL rows are matched on requests resident per GPU\n"
-               "  (models per GPU x concurrency per model): a 2-models-per-GPU arm at c = 4 sits\n"
-               "  in the row of 8 req/GPU with the dedicated arm at c = 8. A row needs a dedicated\n"
-               "  point and at least one shared point; a shared arm missing there prints \"—\".\n"
-               "  Cost and appendix rows are matched on concurrency per model.")
+      .section(
+          "How rows are matched",
+          "  Throughput, TTFT and ITL rows are matched on requests resident per GPU\n"
+          "  (models per GPU x concurrency per model): a 2-models-per-GPU arm at c = 4 sits\n"
+          "  in the row of 8 req/GPU with the dedicated arm at c = 8. A row needs a dedicated\n"
+          "  point and at least one shared point; a shared arm missing there prints \"—\".\n"
+          "  Cost and appendix rows are matched on concurrency per model.")
       .section("How the cost is computed",
                "  nodes = ceil(N / (gpus-per-node x models per GPU))\n"
                "  tok/s = the run's output tok/s x N / (models in the run)\n"
-               "  $/1M  = price x nodes / (tok/s x 3600) x 1e6;  change = shared $/1M / dedicated $/1M - 1")
-      .section("Files written to --out",
-               "  report.md                 everything printed to stdout, with the plots linked\n"
-               "  throughput-mM.csv         tok/s per GPU and % of baseline, shared arms at M per GPU\n"
-               "  latency-mM.csv            TTFT and ITL p50 and their % of baseline, same rows\n"
-               "  cost-N-models.csv         one per --models N\n"
-               "  appendix.csv              each run's total tok/s at equal concurrency per model\n"
-               "  points-ARM_mM.csv         every point of one arm (points-open-... for open loop)\n"
-               "  tok-s-per-gpu-vs-requests-per-gpu.svg, itl-p50-vs-tok-s-per-gpu.svg\n"
-               "  CSV numbers are unrounded; a missing value is an empty field (\"—\" in Markdown).")
-      .section("Example",
-               "  gpufrac report tests/data/reference-study --out /tmp/study --models 16 \\\n"
-               "      --price 1.00 --gpus-per-node 8 --label dedicated=baseline --label timeslice=HAMi\n"
-               "\n"
-               "  reproduces the study's tables. Its dedicated run served 8 models (1 per GPU, 8\n"
-               "  GPUs) at 891 tok/s at c = 1: 111.4 tok/s per GPU. Serving 16 models that way\n"
-               "  needs ceil(16 / (8 x 1)) = 2 nodes making 891 x 16/8 = 1782 tok/s, so\n"
-               "  1.00 x 2 / (1782 x 3600) x 1e6 = 0.3118 per 1M tokens. Fractions (2 per GPU,\n"
-               "  16 models, 1155 tok/s) needs 1 node: 0.2405, a change of -22.9%. Its c = 1 point\n"
-               "  (2 req/GPU) sits in the row of the dedicated c = 2 point (227.5 tok/s per GPU):\n"
-               "  144.4 / 227.5 = 63.5% of baseline.\n"
-               "\n"
-               "  gpufrac report results/ --out results/report --models 16,64 --price 98.32\n"
-               "\n"
-               "  prices 16 and 64 models at 98.32 per node-hour from a gpufrac bench --out\n"
-               "  directory holding dedicated-m1/, timeslice-m2/ and fractions-m2/.");
+               "  $/1M  = price x nodes / (tok/s x 3600) x 1e6\n"
+               "  change = shared $/1M / dedicated $/1M - 1")
+      .section(
+          "Files written to --out",
+          "  report.md                 everything printed to stdout, with the plots linked\n"
+          "  throughput-mM.csv         tok/s per GPU and % of baseline, shared arms at M per GPU\n"
+          "  latency-mM.csv            TTFT and ITL p50 and their % of baseline, same rows\n"
+          "  cost-N-models.csv         one per --models N\n"
+          "  appendix.csv              each run's total tok/s at equal concurrency per model\n"
+          "  points-ARM_mM.csv         every point of one arm (points-open-... for open loop)\n"
+          "  tok-s-per-gpu-vs-requests-per-gpu.svg, itl-p50-vs-tok-s-per-gpu.svg\n"
+          "  CSV numbers are unrounded; a missing value is an empty field (\"—\" in Markdown).")
+      .section(
+          "Example",
+          "  gpufrac report tests/data/reference-study --out /tmp/study --models 16 \\\n"
+          "      --price 1.00 --gpus-per-node 8 --label dedicated=baseline --label timeslice=HAMi\n"
+          "\n"
+          "  reproduces the study's tables. Its dedicated run served 8 models (1 per GPU, 8\n"
+          "  GPUs) at 891 tok/s at c = 1: 111.4 tok/s per GPU. Serving 16 models that way\n"
+          "  needs ceil(16 / (8 x 1)) = 2 nodes making 891 x 16/8 = 1782 tok/s, so\n"
+          "  1.00 x 2 / (1782 x 3600) x 1e6 = 0.3118 per 1M tokens. Fractions (2 per GPU,\n"
+          "  16 models, 1155 tok/s) needs 1 node: 0.2405, a change of -22.9%. Its c = 1 point\n"
+          "  (2 req/GPU) sits in the row of the dedicated c = 2 point (227.5 tok/s per GPU):\n"
+          "  144.4 / 227.5 = 63.5% of baseline.\n"
+          "\n"
+          "  gpufrac report results/ --out results/report --models 16,64 --price 98.32\n"
+          "\n"
+          "  prices 16 and 64 models at 98.32 per node-hour from a gpufrac bench --out\n"
+          "  directory holding dedicated-m1/, timeslice-m2/ and fractions-m2/.");
   return args;
 }
 
@@ -102,8 +106,8 @@ int report_command(int argc, char** argv) {
   Report report = build_report(set, options);
   std::vector<std::string> written = write_report(report, args.get("out"));
   std::cout << report.markdown;
-  log_info("report: wrote ", written.size(), " files (report.md, ", report.tables.size(),
-           " CSV, ", report.plots.size(), " SVG) to ", args.get("out"));
+  log_info("report: wrote ", written.size(), " files (report.md, ", report.tables.size(), " CSV, ",
+           report.plots.size(), " SVG) to ", args.get("out"));
   return 0;
 }
 

@@ -20,10 +20,18 @@ Cell ratio_percent(const Cell& numerator, const Cell& denominator) {
   return 100.0 * *numerator / *denominator;
 }
 
-Cell total_tok_s(const RunPoint* p) { return p ? p->output_tok_s : std::nullopt; }
-Cell tok_s_per_gpu(const RunPoint* p) { return p ? p->tok_s_per_gpu() : std::nullopt; }
-Cell ttft(const RunPoint* p) { return p ? p->ttft_p50_ms : std::nullopt; }
-Cell itl(const RunPoint* p) { return p ? p->itl_p50_ms : std::nullopt; }
+Cell total_tok_s(const RunPoint* p) {
+  return p ? p->output_tok_s : std::nullopt;
+}
+Cell tok_s_per_gpu(const RunPoint* p) {
+  return p ? p->tok_s_per_gpu() : std::nullopt;
+}
+Cell ttft(const RunPoint* p) {
+  return p ? p->ttft_p50_ms : std::nullopt;
+}
+Cell itl(const RunPoint* p) {
+  return p ? p->itl_p50_ms : std::nullopt;
+}
 
 std::string plural(int n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -69,8 +77,9 @@ std::vector<MatchedRows> match_by_requests_per_gpu(const ResultSet& set) {
       }
     }
     if (!left_out.empty()) {
-      rows.unmatched = "Not in this table (no point of the other side at the same requests per "
-                       "GPU; see the per-arm rows): ";
+      rows.unmatched =
+          "Not in this table (no point of the other side at the same requests per "
+          "GPU; see the per-arm rows): ";
       for (size_t i = 0; i < left_out.size(); ++i) rows.unmatched += (i ? ", " : "") + left_out[i];
       rows.unmatched += ".";
     }
@@ -105,7 +114,8 @@ std::vector<Table> throughput_tables(const ResultSet& set) {
     t.note = "Rows matched on requests resident per GPU: a shared arm at c per model vs " +
              base.label + " at " + std::to_string(m) + " x c. % = shared tok/s per GPU / " +
              base.label + " tok/s per GPU.";
-    t.columns = {{"req/GPU", "requests_per_gpu"}, {"base c", "dedicated_concurrency"},
+    t.columns = {{"req/GPU", "requests_per_gpu"},
+                 {"base c", "dedicated_concurrency"},
                  {"shared c", "shared_concurrency"},
                  {base.label, base.key + "_tok_s_per_gpu", CellFormat::kFixed, 1}};
     for (const ArmGroup* g : rows.shared) {
@@ -118,7 +128,8 @@ std::vector<Table> throughput_tables(const ResultSet& set) {
       const RunPoint* b = base.at_requests_per_gpu(r);
       std::vector<Cell> cells = {double(r), double(*b->concurrency), double(r) / m,
                                  tok_s_per_gpu(b)};
-      for (const ArmGroup* g : rows.shared) cells.push_back(tok_s_per_gpu(g->at_requests_per_gpu(r)));
+      for (const ArmGroup* g : rows.shared)
+        cells.push_back(tok_s_per_gpu(g->at_requests_per_gpu(r)));
       for (const ArmGroup* g : rows.shared) {
         cells.push_back(ratio_percent(tok_s_per_gpu(g->at_requests_per_gpu(r)), tok_s_per_gpu(b)));
       }
@@ -136,10 +147,12 @@ std::vector<Table> latency_tables(const ResultSet& set) {
     const ArmGroup& base = *rows.dedicated;
     Table t;
     t.id = "latency" + matched_suffix(rows);
-    t.title = "TTFT p50 (ms) and ITL p50 (ms): " +
-              plural(rows.models_per_gpu, "model", "models") + " per GPU vs " + base.label;
-    t.note = "Same rows as the throughput table. A shared arm's latency is the mean of its "
-             "models' p50s; % = shared / " + base.label + " (above 100% is slower).";
+    t.title = "TTFT p50 (ms) and ITL p50 (ms): " + plural(rows.models_per_gpu, "model", "models") +
+              " per GPU vs " + base.label;
+    t.note =
+        "Same rows as the throughput table. A shared arm's latency is the mean of its "
+        "models' p50s; % = shared / " +
+        base.label + " (above 100% is slower).";
     t.columns = {{"req/GPU", "requests_per_gpu"},
                  {"TTFT base", base.key + "_ttft_p50_ms", CellFormat::kFixed, 1}};
     for (const ArmGroup* g : rows.shared) {
@@ -150,12 +163,12 @@ std::vector<Table> latency_tables(const ResultSet& set) {
       t.columns.push_back({"ITL " + g->label, g->key + "_itl_p50_ms", CellFormat::kFixed, 2});
     }
     for (const ArmGroup* g : rows.shared) {
-      t.columns.push_back({"TTFT " + g->label + " %", g->key + "_ttft_pct_of_dedicated",
-                           CellFormat::kPercent, 1});
+      t.columns.push_back(
+          {"TTFT " + g->label + " %", g->key + "_ttft_pct_of_dedicated", CellFormat::kPercent, 1});
     }
     for (const ArmGroup* g : rows.shared) {
-      t.columns.push_back({"ITL " + g->label + " %", g->key + "_itl_pct_of_dedicated",
-                           CellFormat::kPercent, 1});
+      t.columns.push_back(
+          {"ITL " + g->label + " %", g->key + "_itl_pct_of_dedicated", CellFormat::kPercent, 1});
     }
     for (int r : rows.requests_per_gpu) {
       const RunPoint* b = base.at_requests_per_gpu(r);
@@ -185,12 +198,12 @@ Table cost_table(const ResultSet& set, int models, const CostModel& cost) {
 
   Table t;
   t.id = "cost-" + std::to_string(models) + "-models";
-  t.title = "Cost of serving " + plural(models, "model", "models") +
-            " (rows matched on c per model)";
+  t.title =
+      "Cost of serving " + plural(models, "model", "models") + " (rows matched on c per model)";
   t.note = "$/1M output tokens = node-hour price x nodes / (output tok/s x 3600) x 1e6, at " +
-           std::string(price) + " per node-hour and " +
-           plural(cost.gpus_per_node, "GPU", "GPUs") + " per node. Each arm needs ceil(" +
-           std::to_string(models) + " / (" + std::to_string(cost.gpus_per_node) +
+           std::string(price) + " per node-hour and " + plural(cost.gpus_per_node, "GPU", "GPUs") +
+           " per node. Each arm needs ceil(" + std::to_string(models) + " / (" +
+           std::to_string(cost.gpus_per_node) +
            " x models per GPU)) nodes; its tok/s is the measured run's x " +
            std::to_string(models) + " / models in that run.";
   t.columns = {{"c/model", "concurrency"}};
@@ -201,8 +214,8 @@ Table cost_table(const ResultSet& set, int models, const CostModel& cost) {
     int nodes = cost.nodes_needed(models, g->models_per_gpu);
     t.columns.push_back({g->label + " tok/s (" + plural(nodes, "node", "nodes") + ")",
                          g->key + "_tok_s", CellFormat::kFixed, 0});
-    t.columns.push_back({g->label + " $/1M", g->key + "_cost_per_million_tokens",
-                         CellFormat::kFixed, 4});
+    t.columns.push_back(
+        {g->label + " $/1M", g->key + "_cost_per_million_tokens", CellFormat::kFixed, 4});
     if (base && g != base) {
       t.columns.push_back({shared.size() == 1 ? "change" : g->label + " change",
                            g->key + "_change_pct", CellFormat::kSignedPercent, 1});
@@ -232,8 +245,9 @@ Table cost_table(const ResultSet& set, int models, const CostModel& cost) {
     int nodes = cost.nodes_needed(models, g->models_per_gpu);
     basis.push_back(g->label + ": " + plural(models, "model", "models") + " at " +
                     std::to_string(g->models_per_gpu) + " per GPU on " +
-                    plural(nodes, "node", "nodes") + ", tok/s = its " + std::to_string(g->models()) +
-                    "-model run x " + std::to_string(models) + "/" + std::to_string(g->models()));
+                    plural(nodes, "node", "nodes") + ", tok/s = its " +
+                    std::to_string(g->models()) + "-model run x " + std::to_string(models) + "/" +
+                    std::to_string(g->models()));
   }
   for (size_t i = 0; i < basis.size(); ++i) t.footnote += (i ? "; " : "") + basis[i];
   t.footnote += ".";
@@ -290,8 +304,9 @@ Table closed_loop_rows_table(const ArmGroup& group) {
   Table t;
   t.id = "points-" + group.key;
   t.title = group_title(group);
-  t.note = "Closed loop. TTFT and ITL p50: mean of the models' p50s; pooled: p50 over all "
-           "models' requests together.";
+  t.note =
+      "Closed loop. TTFT and ITL p50: mean of the models' p50s; pooled: p50 over all "
+      "models' requests together.";
   t.columns = {{"c/model", "concurrency"}, {"req/GPU", "requests_per_gpu"}};
   add_metric_columns(t);
   for (const RunPoint& p : group.closed) {
@@ -306,8 +321,9 @@ Table open_loop_rows_table(const ArmGroup& group) {
   Table t;
   t.id = "points-open-" + group.key;
   t.title = group_title(group) + ", open loop";
-  t.note = "Open loop: requests arrive at a fixed rate per model; \"cap\" is the concurrency "
-           "limit per model, if any.";
+  t.note =
+      "Open loop: requests arrive at a fixed rate per model; \"cap\" is the concurrency "
+      "limit per model, if any.";
   t.columns = {{"req/s per model", "request_rate", CellFormat::kFixed, 2}, {"cap", "concurrency"}};
   add_metric_columns(t);
   for (const RunPoint& p : group.open) {

@@ -16,19 +16,20 @@ constexpr const char* kSchema = "gpufrac.summary/1";
 constexpr const char* kSummaryName = "summary.json";
 
 [[noreturn]] void bad_field(const std::string& path, const std::string& field,
-                           const std::string& want) {
+                            const std::string& want) {
   throw UsageError(path + ": " + field + " " + want +
                    " (see docs/result-format.md; re-run gpufrac bench for this point)");
 }
 
 const Json& object_field(const Json& parent, const char* name, const std::string& path,
                          const std::string& field) {
-  if (!parent.contains(name) || !parent[name].is_object()) bad_field(path, field, "is missing or not an object");
+  if (!parent.contains(name) || !parent[name].is_object())
+    bad_field(path, field, "is missing or not an object");
   return parent[name];
 }
 
-std::optional<double> optional_number(const Json& parent, const char* name,
-                                      const std::string& path, const std::string& field) {
+std::optional<double> optional_number(const Json& parent, const char* name, const std::string& path,
+                                      const std::string& field) {
   if (!parent.is_object() || !parent.contains(name) || parent[name].is_null()) return std::nullopt;
   if (!parent[name].is_number()) bad_field(path, field, "must be a number or null");
   return parent[name].get<double>();
@@ -124,7 +125,8 @@ RunPoint read_run_point(const std::string& summary_path) {
 }
 
 std::vector<RunPoint> find_run_points(const std::vector<std::string>& paths) {
-  if (paths.empty()) throw UsageError("give at least one RESULT_DIR (a gpufrac bench --out directory)");
+  if (paths.empty())
+    throw UsageError("give at least one RESULT_DIR (a gpufrac bench --out directory)");
   std::set<fs::path> seen;
   std::vector<RunPoint> points;
   for (const std::string& given : paths) {

@@ -10,18 +10,27 @@ namespace {
 
 constexpr double kWidth = 780, kHeight = 460;
 constexpr double kLeft = 80, kRight = 220, kTop = 50, kBottom = 70;  // margins around the plot
-constexpr const char* kColors[] = {"#4d4d4d", "#d95f02", "#1b6ac9", "#1b9e77", "#7570b3",
-                                   "#e7298a", "#a6761d"};
+constexpr const char* kColors[] = {"#4d4d4d", "#d95f02", "#1b6ac9", "#1b9e77",
+                                   "#7570b3", "#e7298a", "#a6761d"};
 
 std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -78,8 +87,8 @@ void draw_marker(std::ostringstream& out, int shape, double x, double y, const c
       break;
     default:
       out << "<polygon points=\"" << number(x) << "," << number(y - 5) << " " << number(x + 5)
-          << "," << number(y) << " " << number(x) << "," << number(y + 5) << " "
-          << number(x - 5) << "," << number(y) << "\" fill=\"" << color << "\"/>\n";
+          << "," << number(y) << " " << number(x) << "," << number(y + 5) << " " << number(x - 5)
+          << "," << number(y) << "\" fill=\"" << color << "\"/>\n";
   }
 }
 
@@ -171,8 +180,8 @@ std::string render_svg(const Plot& plot) {
   out << "</g>\n<g stroke=\"black\" stroke-width=\"1\">\n"
       << "<line x1=\"" << number(kLeft) << "\" y1=\"" << number(plot_bottom) << "\" x2=\""
       << number(plot_right) << "\" y2=\"" << number(plot_bottom) << "\"/>\n"
-      << "<line x1=\"" << number(kLeft) << "\" y1=\"" << number(kTop) << "\" x2=\""
-      << number(kLeft) << "\" y2=\"" << number(plot_bottom) << "\"/>\n";
+      << "<line x1=\"" << number(kLeft) << "\" y1=\"" << number(kTop) << "\" x2=\"" << number(kLeft)
+      << "\" y2=\"" << number(plot_bottom) << "\"/>\n";
   for (double t : x_axis.ticks.ticks) {
     double x = x_axis.to_pixel(t);
     out << "<line x1=\"" << number(x) << "\" y1=\"" << number(plot_bottom) << "\" x2=\""

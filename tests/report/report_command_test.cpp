@@ -1,7 +1,6 @@
 // `gpufrac report` as a user runs it: the binary on the reference study's data, its files and
 // stdout, --help, and one-line errors with exit code 2.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -64,8 +63,8 @@ class ReportCommand : public ::testing::Test {
 TEST_F(ReportCommand, ReferenceStudyWritesMarkdownCsvAndPlots) {
   fs::path out = dir_ / "report";
   CommandResult r = run("'" + study_ + "' --out '" + out.string() +
-              "' --models 16 --price 1.00 --gpus-per-node 8 --label dedicated=baseline "
-              "--label timeslice=HAMi");
+                        "' --models 16 --price 1.00 --gpus-per-node 8 --label dedicated=baseline "
+                        "--label timeslice=HAMi");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string study_row = "| 2 | 2 | 1 | 227.5 | 101.1 | 144.4 | 44.5% | 63.5% |";
   EXPECT_NE(r.out.find(study_row), std::string::npos) << r.out;
@@ -80,10 +79,10 @@ TEST_F(ReportCommand, ReferenceStudyWritesMarkdownCsvAndPlots) {
             "timeslice_m2_tok_s_per_gpu,fractions_m2_tok_s_per_gpu,timeslice_m2_pct_of_dedicated,"
             "fractions_m2_pct_of_dedicated");
   EXPECT_NE(csv.find("\n2,2,1,227.5,101.125,144.375,"), std::string::npos) << csv;
-  for (const char* file : {"latency-m2.csv", "cost-16-models.csv", "appendix.csv",
-                           "points-dedicated_m1.csv", "points-timeslice_m2.csv",
-                           "points-fractions_m2.csv", "tok-s-per-gpu-vs-requests-per-gpu.svg",
-                           "itl-p50-vs-tok-s-per-gpu.svg"}) {
+  for (const char* file :
+       {"latency-m2.csv", "cost-16-models.csv", "appendix.csv", "points-dedicated_m1.csv",
+        "points-timeslice_m2.csv", "points-fractions_m2.csv",
+        "tok-s-per-gpu-vs-requests-per-gpu.svg", "itl-p50-vs-tok-s-per-gpu.svg"}) {
     EXPECT_TRUE(fs::is_regular_file(out / file)) << file;
   }
   EXPECT_NE(slurp(out / "itl-p50-vs-tok-s-per-gpu.svg").find(">HAMi</text>"), std::string::npos);
@@ -92,9 +91,9 @@ TEST_F(ReportCommand, ReferenceStudyWritesMarkdownCsvAndPlots) {
 TEST_F(ReportCommand, HelpExplainsEveryOptionWithAnExample) {
   CommandResult r = run("--help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* text : {"RESULT_DIR", "--out DIR", "--price PRICE", "--gpus-per-node N",
-                           "--models N[,N...]", "--label ARM=TEXT", "Example:", "0.3118",
-                           "requests resident per GPU"}) {
+  for (const char* text :
+       {"RESULT_DIR", "--out DIR", "--price PRICE", "--gpus-per-node N", "--models N[,N...]",
+        "--label ARM=TEXT", "Example:", "0.3118", "requests resident per GPU"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text;
   }
 }

@@ -126,9 +126,9 @@ void expect_table_reproduced(const MarkdownTable& ours, const MarkdownTable& stu
 class ReferenceStudyReport : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ResultSet set = group_run_points(
-        find_run_points({testing::source_dir() + "/tests/data/reference-study"}),
-        {{"dedicated", "baseline"}, {"timeslice", "HAMi"}});
+    ResultSet set =
+        group_run_points(find_run_points({testing::source_dir() + "/tests/data/reference-study"}),
+                         {{"dedicated", "baseline"}, {"timeslice", "HAMi"}});
     ReportOptions options;
     options.cost.price_per_node_hour = 1.00;
     options.cost.gpus_per_node = 8;
@@ -171,7 +171,8 @@ TEST_F(ReferenceStudyReport, LatencyTableIsTheStudysLayoutPlusPercentColumns) {
     for (const std::string metric : {"TTFT", "ITL"}) {
       double base = parse_double(study.rows[row][size_t(study.column(metric + " base"))], "base");
       for (const std::string arm : {"HAMi", "fractions"}) {
-        double shared = parse_double(study.rows[row][size_t(study.column(metric + " " + arm))], "x");
+        double shared =
+            parse_double(study.rows[row][size_t(study.column(metric + " " + arm))], "x");
         char expected[32];
         std::snprintf(expected, sizeof expected, "%.1f%%", 100 * shared / base);
         int col = ours.column(metric + " " + arm + " %");

@@ -1,11 +1,12 @@
 // Matching rules, missing data, labels and the general cost model of the report tables, on
 // small hand-made result sets.
+#include "report/report_tables.h"
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "report/markdown_tables.h"
 #include "report/report.h"
-#include "report/report_tables.h"
 
 namespace gpufrac {
 namespace {
@@ -27,15 +28,16 @@ RunPoint point(const std::string& arm, int models_per_gpu, int concurrency, doub
 
 std::vector<std::string> formatted_row(const Table& t, size_t row) {
   std::vector<std::string> cells;
-  for (size_t i = 0; i < t.columns.size(); ++i) cells.push_back(format_cell(t.columns[i], t.rows[row][i]));
+  for (size_t i = 0; i < t.columns.size(); ++i)
+    cells.push_back(format_cell(t.columns[i], t.rows[row][i]));
   return cells;
 }
 
 TEST(Matching, SharedAtCMeetsDedicatedAtModelsPerGpuTimesC) {
-  ResultSet set = group_run_points(
-      {point("dedicated", 1, 1, 800), point("dedicated", 1, 2, 1600), point("dedicated", 1, 4, 2400),
-       point("fractions", 2, 1, 1200), point("fractions", 2, 2, 2000)},
-      {});
+  ResultSet set = group_run_points({point("dedicated", 1, 1, 800), point("dedicated", 1, 2, 1600),
+                                    point("dedicated", 1, 4, 2400), point("fractions", 2, 1, 1200),
+                                    point("fractions", 2, 2, 2000)},
+                                   {});
   std::vector<Table> tables = throughput_tables(set);
   ASSERT_EQ(tables.size(), 1u);
   const Table& t = tables[0];
@@ -48,27 +50,26 @@ TEST(Matching, SharedAtCMeetsDedicatedAtModelsPerGpuTimesC) {
 }
 
 TEST(Matching, AnArmMissingAtAMatchedRowPrintsADash) {
-  ResultSet set = group_run_points(
-      {point("dedicated", 1, 2, 1600), point("dedicated", 1, 4, 2400),
-       point("timeslice", 2, 1, 1000), point("fractions", 2, 1, 1200),
-       point("fractions", 2, 2, 2000)},
-      {});
+  ResultSet set = group_run_points({point("dedicated", 1, 2, 1600), point("dedicated", 1, 4, 2400),
+                                    point("timeslice", 2, 1, 1000), point("fractions", 2, 1, 1200),
+                                    point("fractions", 2, 2, 2000)},
+                                   {});
   const Table t = throughput_tables(set).at(0);
   ASSERT_EQ(t.rows.size(), 2u);
-  EXPECT_EQ(formatted_row(t, 1), (std::vector<std::string>{"4", "4", "2", "300.0", "—", "250.0",
-                                                           "—", "83.3%"}));
+  EXPECT_EQ(formatted_row(t, 1),
+            (std::vector<std::string>{"4", "4", "2", "300.0", "—", "250.0", "—", "83.3%"}));
   const Table latency = latency_tables(set).at(0);
   std::vector<std::string> row = formatted_row(latency, 1);
-  EXPECT_EQ(row[latency.columns.size() - 4], "—");  // TTFT timeslice %
+  EXPECT_EQ(row[latency.columns.size() - 4], "—");      // TTFT timeslice %
   EXPECT_EQ(row[latency.columns.size() - 3], "50.0%");  // TTFT fractions c2 20 / dedicated c4 40
   EXPECT_EQ(row[latency.columns.size() - 1], "60.0%");  // ITL 3 / 5
 }
 
 TEST(Matching, EachModelsPerGpuValueGetsItsOwnTable) {
-  ResultSet set = group_run_points(
-      {point("dedicated", 1, 4, 1600), point("dedicated", 1, 8, 2400),
-       point("fractions", 2, 2, 1200), point("fractions", 4, 2, 2000, 2)},
-      {});
+  ResultSet set =
+      group_run_points({point("dedicated", 1, 4, 1600), point("dedicated", 1, 8, 2400),
+                        point("fractions", 2, 2, 1200), point("fractions", 4, 2, 2000, 2)},
+                       {});
   std::vector<Table> tables = throughput_tables(set);
   ASSERT_EQ(tables.size(), 2u);
   EXPECT_EQ(tables[0].id, "throughput-m2");
@@ -106,12 +107,14 @@ TEST(Grouping, TwoPointsAtOneConcurrencyAreAUsageErrorNamingBoth) {
 }
 
 TEST(Grouping, TwoDedicatedArmsAreAUsageError) {
-  EXPECT_THROW(group_run_points({point("dedicated", 1, 1, 100), point("dedicated", 1, 1, 100, 1)}, {}),
-               UsageError);
+  EXPECT_THROW(
+      group_run_points({point("dedicated", 1, 1, 100), point("dedicated", 1, 1, 100, 1)}, {}),
+      UsageError);
 }
 
 TEST(Grouping, LabelsRenameArmsButNotKeys) {
-  ResultSet set = group_run_points({point("timeslice", 2, 1, 100)}, parse_arm_labels({"timeslice=HAMi"}));
+  ResultSet set =
+      group_run_points({point("timeslice", 2, 1, 100)}, parse_arm_labels({"timeslice=HAMi"}));
   EXPECT_EQ(set.groups[0].label, "HAMi");
   EXPECT_EQ(set.groups[0].key, "timeslice_m2");
   EXPECT_THROW(parse_arm_labels({"mig=MIG"}), UsageError);
@@ -132,12 +135,12 @@ TEST(Cost, NodesAreWholeAndTokensScaleToTheModelsServed) {
 }
 
 TEST(Cost, TableForTwentyFourModelsWithAMissingPoint) {
-  ResultSet set = group_run_points(
-      {point("dedicated", 1, 1, 800), point("dedicated", 1, 2, 1600),
-       point("fractions", 2, 1, 1200), point("fractions", 4, 2, 1000, 2)},
-      {});
+  ResultSet set =
+      group_run_points({point("dedicated", 1, 1, 800), point("dedicated", 1, 2, 1600),
+                        point("fractions", 2, 1, 1200), point("fractions", 4, 2, 1000, 2)},
+                       {});
   Table t = cost_table(set, 24, CostModel{1.0, 8});
-  EXPECT_EQ(t.columns[1].title, "dedicated tok/s (3 nodes)");    // 24 / 8
+  EXPECT_EQ(t.columns[1].title, "dedicated tok/s (3 nodes)");     // 24 / 8
   EXPECT_EQ(t.columns[3].title, "fractions-m2 tok/s (2 nodes)");  // 24 / 16 -> 2
   EXPECT_EQ(t.columns[6].title, "fractions-m4 tok/s (1 node)");
   EXPECT_EQ(t.columns[5].title, "fractions-m2 change");
@@ -151,7 +154,8 @@ TEST(Cost, TableForTwentyFourModelsWithAMissingPoint) {
 }
 
 TEST(Appendix, UnionOfConcurrenciesWithDashes) {
-  ResultSet set = group_run_points({point("dedicated", 1, 1, 800), point("fractions", 2, 2, 1200)}, {});
+  ResultSet set =
+      group_run_points({point("dedicated", 1, 1, 800), point("fractions", 2, 2, 1200)}, {});
   Table t = appendix_table(set);
   ASSERT_EQ(t.rows.size(), 2u);
   EXPECT_EQ(formatted_row(t, 0), (std::vector<std::string>{"1", "800", "—"}));
@@ -178,7 +182,8 @@ TEST(Report, OpenLoopPointsGetTheirOwnTableAndStayOutOfTheMatchedOnes) {
   ResultSet set = group_run_points({point("dedicated", 1, 2, 1600), open}, {});
   Report report = build_report(set, {});
   auto tables = testing::parse_markdown_tables(report.markdown);
-  const auto& t = testing::table_starting_with(tables, "fractions: 2 models per GPU on 8 GPUs, 16 models, open loop");
+  const auto& t = testing::table_starting_with(
+      tables, "fractions: 2 models per GPU on 8 GPUs, 16 models, open loop");
   ASSERT_EQ(t.rows.size(), 1u);
   EXPECT_EQ(t.rows[0][0], "0.50");
   EXPECT_EQ(t.rows[0][1], "—");

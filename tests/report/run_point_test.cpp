@@ -1,12 +1,13 @@
 // Reading summary.json files and scanning result directories: what is accepted, and the one-line
 // UsageError for everything that is not.
+#include "report/run_point.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "common/error.h"
-#include "report/run_point.h"
 
 namespace gpufrac {
 namespace {
@@ -15,8 +16,10 @@ namespace fs = std::filesystem;
 
 Json summary(const std::string& arm = "fractions", int concurrency = 4) {
   return Json::parse(R"({"schema": "gpufrac.summary/1",
-    "config": {"arm": ")" + arm + R"(", "models_per_gpu": 2, "gpus": 8, "load": "closed",
-               "concurrency": )" + std::to_string(concurrency) + R"(, "request_rate": null},
+    "config": {"arm": ")" +
+                     arm + R"(", "models_per_gpu": 2, "gpus": 8, "load": "closed",
+               "concurrency": )" +
+                     std::to_string(concurrency) + R"(, "request_rate": null},
     "machine": {"gpu": "NVIDIA H200"},
     "targets": [],
     "aggregate": {"output_token_throughput": 3649.0, "ttft_ms_p50": 549, "itl_ms_p50": null,
@@ -80,14 +83,15 @@ TEST(RunPointFromSummary, BadFieldsNameTheFileAndTheField) {
     std::string pointer, field;
     Json value;
   };
-  for (const Case& c : std::vector<Case>{{"/schema", "schema", "other/2"},
-                                         {"/config/arm", "config.arm", "mig"},
-                                         {"/config/gpus", "config.gpus", 0},
-                                         {"/config/models_per_gpu", "config.models_per_gpu", "2"},
-                                         {"/config/load", "config.load", "sweep"},
-                                         {"/config/concurrency", "config.concurrency", nullptr},
-                                         {"/aggregate/ttft_ms_p50", "aggregate.ttft_ms_p50", "fast"},
-                                         {"/aggregate", "aggregate", 3}}) {
+  for (const Case& c :
+       std::vector<Case>{{"/schema", "schema", "other/2"},
+                         {"/config/arm", "config.arm", "mig"},
+                         {"/config/gpus", "config.gpus", 0},
+                         {"/config/models_per_gpu", "config.models_per_gpu", "2"},
+                         {"/config/load", "config.load", "sweep"},
+                         {"/config/concurrency", "config.concurrency", nullptr},
+                         {"/aggregate/ttft_ms_p50", "aggregate.ttft_ms_p50", "fast"},
+                         {"/aggregate", "aggregate", 3}}) {
     Json s = summary();
     s[Json::json_pointer(c.pointer)] = c.value;
     try {
@@ -105,8 +109,9 @@ TEST_F(ScratchDir, FindsSummariesRecursivelyOnceEach) {
   write("fractions-m2/c4/summary.json", summary("fractions", 4).dump());
   write("fractions-m2/c1/summary.json", summary("fractions", 1).dump());
   write("fractions-m2/c1/records.jsonl", "{}\n");
-  std::vector<RunPoint> points = find_run_points(
-      {dir_.string(), (dir_ / "fractions-m2/c4").string(), (dir_ / "fractions-m2/c1/summary.json").string()});
+  std::vector<RunPoint> points =
+      find_run_points({dir_.string(), (dir_ / "fractions-m2/c4").string(),
+                       (dir_ / "fractions-m2/c1/summary.json").string()});
   ASSERT_EQ(points.size(), 2u);
   EXPECT_EQ(points[0].concurrency, 1);
   EXPECT_EQ(points[1].concurrency, 4);

@@ -1,11 +1,11 @@
 // The hand-written SVG plots: well-formed XML, the axes, ticks, labels and legend a reader needs,
 // escaped text, and the "no data" case.
+#include "report/svg_plot.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <regex>
-
-#include "report/svg_plot.h"
 
 namespace gpufrac {
 namespace {
@@ -24,7 +24,8 @@ std::string xml_problem(const std::string& xml) {
       std::string tag = xml.substr(i + 1, end - i - 1);
       if (tag.empty()) return "empty tag";
       if (tag[0] == '/') {
-        if (open.empty() || open.back() != tag.substr(1)) return "mismatched </" + tag.substr(1) + ">";
+        if (open.empty() || open.back() != tag.substr(1))
+          return "mismatched </" + tag.substr(1) + ">";
         open.pop_back();
       } else {
         bool self_closing = tag.back() == '/';
@@ -40,7 +41,8 @@ std::string xml_problem(const std::string& xml) {
     } else {
       if (xml[i] == '&' && !std::regex_search(xml.substr(i, 10), kEntity)) return "stray &";
       if (xml[i] == '>') return "raw > in text";
-      if (open.empty() && !std::isspace(static_cast<unsigned char>(xml[i]))) return "text outside root";
+      if (open.empty() && !std::isspace(static_cast<unsigned char>(xml[i])))
+        return "text outside root";
       ++i;
     }
   }
@@ -55,14 +57,15 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 Plot study_like_plot() {
-  return {"Output tok/s per GPU vs requests resident per GPU",
-          "requests resident per GPU",
-          "output tok/s per GPU",
-          true,
-          {{"baseline", {{1, 111.4}, {2, 227.5}, {4, 429.1}, {8, 671.2}, {16, 929.2}, {32, 1141.8}}},
-           {"HAMi <&> \"quoted\"", {{2, 101.1}, {4, 193.0}, {64, 943.0}}},
-           {"fractions", {{2, 144.4}, {64, 1132.4}}},
-           {"empty", {}}}};
+  return {
+      "Output tok/s per GPU vs requests resident per GPU",
+      "requests resident per GPU",
+      "output tok/s per GPU",
+      true,
+      {{"baseline", {{1, 111.4}, {2, 227.5}, {4, 429.1}, {8, 671.2}, {16, 929.2}, {32, 1141.8}}},
+       {"HAMi <&> \"quoted\"", {{2, 101.1}, {4, 193.0}, {64, 943.0}}},
+       {"fractions", {{2, 144.4}, {64, 1132.4}}},
+       {"empty", {}}}};
 }
 
 TEST(XmlCheck, CatchesBrokenDocuments) {
@@ -83,7 +86,8 @@ TEST(SvgPlot, IsWellFormedWithAxesTicksLabelsAndLegend) {
   for (const char* tick : {">1<", ">2<", ">4<", ">8<", ">16<", ">32<", ">64<"}) {
     EXPECT_NE(svg.find(tick), std::string::npos) << tick;
   }
-  for (const char* tick : {">0<", ">250<", ">1250<"}) EXPECT_NE(svg.find(tick), std::string::npos) << tick;
+  for (const char* tick : {">0<", ">250<", ">1250<"})
+    EXPECT_NE(svg.find(tick), std::string::npos) << tick;
   EXPECT_EQ(count(svg, "<polyline"), 3u);  // the empty series draws nothing
   EXPECT_NE(svg.find(">HAMi &lt;&amp;&gt; &quot;quoted&quot;</text>"), std::string::npos);
   EXPECT_EQ(svg.find(">empty<"), std::string::npos);
@@ -93,7 +97,8 @@ TEST(SvgPlot, IsWellFormedWithAxesTicksLabelsAndLegend) {
 TEST(SvgPlot, EveryCoordinateIsInsideTheCanvas) {
   std::string svg = render_svg(study_like_plot());
   std::regex coordinate(R"((?:cx|cy|x|y|x1|x2|y1|y2)="(-?[0-9.]+)\")");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), coordinate); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), coordinate);
+       it != std::sregex_iterator(); ++it) {
     double v = std::stod((*it)[1]);
     EXPECT_GE(v, 0);
     EXPECT_LE(v, 780);

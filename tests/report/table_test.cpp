@@ -1,7 +1,7 @@
 // Cell formatting and the Markdown and CSV renderings of a table.
-#include <gtest/gtest.h>
-
 #include "report/table.h"
+
+#include <gtest/gtest.h>
 
 namespace gpufrac {
 namespace {
