@@ -7,3 +7,10 @@ gpufrac_test(engine_model_test LABEL unit
     ${CMAKE_CURRENT_LIST_DIR}/model_safetensors_test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/model_presets_test.cpp
   LIBS gpufrac_engine_model GTest::gmock)
+
+# CPU forward, weight generation and sampling costs (a performance reference, not run by CI).
+find_package(benchmark QUIET)
+if(benchmark_FOUND)
+  add_executable(cpu_forward_bench ${CMAKE_CURRENT_LIST_DIR}/cpu_forward_bench.cpp)
+  target_link_libraries(cpu_forward_bench PRIVATE gpufrac_engine_model benchmark::benchmark)
+endif()
