@@ -121,6 +121,17 @@ TEST(Grouping, LabelsRenameArmsButNotKeys) {
   EXPECT_THROW(parse_arm_labels({"timeslice"}), UsageError);
 }
 
+TEST(Grouping, GpuCountJoinsTheLabelOnlyWhereOneArmRanOnSeveral) {
+  ResultSet set = group_run_points({point("dedicated", 1, 1, 100), point("fractions", 2, 1, 100),
+                                    point("fractions", 2, 1, 20, 1)},
+                                   {});
+  ASSERT_EQ(set.groups.size(), 3u);
+  EXPECT_EQ(set.groups[0].label, "dedicated");
+  EXPECT_EQ(set.groups[1].label, "fractions (1 GPU)");
+  EXPECT_EQ(set.groups[1].key, "fractions_m2_g1");
+  EXPECT_EQ(set.groups[2].label, "fractions (8 GPUs)");
+}
+
 TEST(Cost, NodesAreWholeAndTokensScaleToTheModelsServed) {
   CostModel cost{2.0, 8};
   EXPECT_EQ(cost.nodes_needed(16, 1), 2);
