@@ -8,6 +8,10 @@
 
 #include "common/error.h"
 #include "memcap/memcap_command.h"
+#include "node/down_command.h"
+#include "node/gpus_command.h"
+#include "node/status_command.h"
+#include "node/up_command.h"
 #include "report/report_command.h"
 
 namespace {
@@ -22,6 +26,10 @@ struct Command {
 const std::vector<Command> kCommands = {
     {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
     {"memcap", "run a command under a hard GPU memory cap", gpufrac::memcap_command},
+    {"up", "start a node: models on GPU fractions behind one router", gpufrac::up_command},
+    {"down", "drain and stop a node and everything it started", gpufrac::down_command},
+    {"status", "a node's models: GPU, SM %, memory, state, restarts", gpufrac::status_command},
+    {"gpus", "GPUs, SMs, memory, processes and MPS daemons here", gpufrac::gpus_command},
 };
 
 void print_help() {

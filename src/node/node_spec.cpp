@@ -1,7 +1,6 @@
 #include "node/node_spec.h"
 
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <fstream>
@@ -10,93 +9,12 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/yaml_reader.h"
 
 namespace gpufrac {
 namespace {
 
-// Reads one spec, throwing "<source>:<line>: <field>: <problem>" at the first mistake.
-class SpecReader {
- public:
-  explicit SpecReader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
-                         const std::string& problem) const {
-    std::string where = source_;
-    if (node.IsDefined() && node.Mark().line >= 0) where += ":" + std::to_string(node.Mark().line + 1);
-    throw UsageError(where + ": " + field + ": " + problem);
-  }
-
-  void check_keys(const YAML::Node& map, const std::string& field,
-                  const std::vector<std::string>& allowed) const {
-    if (!map.IsMap()) fail(map, field, "must be a mapping of fields (key: value)");
-    for (const auto& entry : map) {
-      std::string key = entry.first.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-      std::string list;
-      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      fail(entry.first, join(field, key), "unknown field; use one of: " + list);
-    }
-  }
-
-  std::string scalar(const YAML::Node& node, const std::string& field) const {
-    if (!node.IsScalar()) fail(node, field, "must be a single value, not a list or mapping");
-    return node.Scalar();
-  }
-
-  std::string text(const YAML::Node& node, const std::string& field) const {
-    std::string value = scalar(node, field);
-    if (trim(value).empty()) fail(node, field, "is empty; give a value");
-    return value;
-  }
-
-  bool boolean(const YAML::Node& node, const std::string& field) const {
-    std::string v = scalar(node, field);
-    if (v == "true" || v == "yes" || v == "on") return true;
-    if (v == "false" || v == "no" || v == "off") return false;
-    fail(node, field, "'" + v + "' is not true or false");
-  }
-
-  template <typename F>
-  auto parsed(const YAML::Node& node, const std::string& field, F parse) const {
-    std::string value = scalar(node, field);
-    try {
-      return parse(value);
-    } catch (const UsageError& e) {
-      fail(node, field, strip_field(e.what(), field));
-    }
-  }
-
-  // A share in (0, 1]: 0.5 or "50%".
-  double share(const YAML::Node& node, const std::string& field) const {
-    std::string raw = scalar(node, field);
-    std::string value(trim(raw));
-    bool percent = !value.empty() && value.back() == '%';
-    if (percent) value.pop_back();
-    double number = -1;
-    try {
-      number = parse_double(value, field);
-    } catch (const UsageError&) {
-    }
-    if (percent) number /= 100;
-    if (!(number > 0) || number > 1 + 1e-9) {
-      fail(node, field, "'" + raw + "' is not a share of the GPU; use a number in (0, 1] like 0.5, or 50%");
-    }
-    return std::min(number, 1.0);
-  }
-
-  static std::string join(const std::string& parent, const std::string& key) {
-    return parent.empty() ? key : parent + "." + key;
-  }
-
- private:
-  // parse_* messages start with the `what` we passed; drop it, the reader adds the field itself.
-  static std::string strip_field(const std::string& message, const std::string& field) {
-    return starts_with(message, field + ": ") ? message.substr(field.size() + 2) : message;
-  }
-  std::string source_;
-};
-
-SharingMode parse_mode(const SpecReader& r, const YAML::Node& node, const std::string& field) {
+SharingMode parse_mode(const YamlReader& r, const YAML::Node& node, const std::string& field) {
   std::string v = r.scalar(node, field);
   if (v == "dedicated") return SharingMode::kDedicated;
   if (v == "timeslice") return SharingMode::kTimeslice;
@@ -115,7 +33,7 @@ bool valid_model_name(const std::string& name) {
   return true;
 }
 
-void parse_listen(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
+void parse_listen(const YamlReader& r, const YAML::Node& node, NodeSpec& spec) {
   std::string v(trim(r.scalar(node, "listen")));
   size_t colon = v.rfind(':');
   std::string host = colon == std::string::npos ? "" : v.substr(0, colon);
@@ -132,7 +50,7 @@ void parse_listen(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
   spec.listen_port = int(number);
 }
 
-void parse_gpus(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
+void parse_gpus(const YamlReader& r, const YAML::Node& node, NodeSpec& spec) {
   if (node.IsScalar() && node.Scalar() == "auto") return;
   if (!node.IsSequence() || node.size() == 0) {
     r.fail(node, "gpus", "use auto, or a list of GPU indexes/UUIDs like [0, 1]");
@@ -156,7 +74,7 @@ void parse_gpus(const SpecReader& r, const YAML::Node& node, NodeSpec& spec) {
   }
 }
 
-void parse_fraction(const SpecReader& r, const YAML::Node& node, const std::string& field,
+void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::string& field,
                     FractionSpec& fraction) {
   r.check_keys(node, field, {"compute", "memory"});
   if (node["compute"]) fraction.compute = r.share(node["compute"], field + ".compute");
@@ -182,7 +100,7 @@ void parse_fraction(const SpecReader& r, const YAML::Node& node, const std::stri
   }
 }
 
-ModelSpec parse_model(const SpecReader& r, const YAML::Node& node, const std::string& field) {
+ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::string& field) {
   r.check_keys(node, field,
                {"name", "engine", "model", "engine_args", "command", "env", "health",
                 "startup_timeout", "fraction", "replicas"});
@@ -281,14 +199,8 @@ std::string_view placement_policy_name(PlacementPolicy policy) {
 }
 
 NodeSpec parse_node_spec(const std::string& yaml_text, const std::string& source) {
-  SpecReader r(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw UsageError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML (" + e.msg +
-                     "); fix the syntax");
-  }
+  YamlReader r(source);
+  YAML::Node root = r.load(yaml_text);
   if (!root.IsMap()) throw UsageError(source + ": a node spec is a mapping with at least models:");
   r.check_keys(root, "",
                {"name", "listen", "run_dir", "device", "gpus", "mode", "placement",

@@ -52,6 +52,7 @@ std::shared_ptr<Library> Library::open(std::string* why) {
   bind(handle, a.event_set_create, "nvmlEventSetCreate");
   bind(handle, a.register_events, "nvmlDeviceRegisterEvents");
   bind(handle, a.event_set_wait, "nvmlEventSetWait_v2");
+  bind(handle, a.event_set_free, "nvmlEventSetFree");
   if (!a.init || !a.device_count || !a.device_by_index || !a.device_name || !a.device_uuid ||
       !a.device_memory) {
     load_error = path + " lacks the NVML entry points gpufrac needs (driver too old?)";

@@ -63,6 +63,7 @@ struct Api {
   Return (*event_set_create)(EventSet*);                   // nvmlEventSetCreate (optional)
   Return (*register_events)(Device, unsigned long long, EventSet);  // nvmlDeviceRegisterEvents
   Return (*event_set_wait)(EventSet, EventData*, unsigned);          // nvmlEventSetWait_v2
+  Return (*event_set_free)(EventSet);                                 // nvmlEventSetFree
 };
 
 class Library {

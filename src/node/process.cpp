@@ -266,6 +266,9 @@ CommandOutput run_command(const std::vector<std::string>& argv, const std::vecto
   }
   pid_t pid = ::fork();
   if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);

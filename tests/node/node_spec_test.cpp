@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"context_reserve: lots\nmodels: [{name: a, model: tiny}]", "context_reserve",
                 "size in bytes"},
         BadSpec{"name: ../x\nmodels: [{name: a, model: tiny}]", "name", "directory"},
-        BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "fix the syntax"}));
+        BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "not valid YAML"}));
 
 TEST(NodeSpec, ErrorsCarryTheLine) {
   std::string message = error_of("name: x\nmodels:\n  - name: a\n    model: tiny\n    replicas: -1\n");

@@ -1,0 +1,184 @@
+#include "node/model_launch.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <filesystem>
+
+#include "common/error.h"
+#include "node/process.h"
+
+namespace gpufrac {
+namespace {
+
+std::string mebibytes_limit(uint64_t bytes) {
+  // MPS takes sizes with a unit; whole MiB, rounded down, never above the cap.
+  return std::to_string(bytes >> 20) + "M";
+}
+
+// The shim takes tenants of letters, digits, '.', '_' and '-', at most 64 characters.
+std::string memcap_tenant(const std::string& node, const std::string& instance) {
+  std::string tenant = node + "." + instance;
+  for (char& c : tenant) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
+  return tenant.substr(0, 64);
+}
+
+}  // namespace
+
+std::string file_safe(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (c == '/' || c == ':' || c == ' ') c = '_';
+  }
+  return out;
+}
+
+std::string expand_placeholders(const std::string& command,
+                                const std::vector<std::pair<std::string, std::string>>& values,
+                                const std::string& field) {
+  std::string out;
+  size_t i = 0;
+  while (i < command.size()) {
+    size_t open = command.find('{', i);
+    if (open == std::string::npos) {
+      out += command.substr(i);
+      break;
+    }
+    size_t close = command.find('}', open);
+    out += command.substr(i, open - i);
+    std::string key = close == std::string::npos ? "" : command.substr(open + 1, close - open - 1);
+    bool known = false;
+    for (const auto& [name, value] : values) {
+      if (name == key) {
+        out += value;
+        known = true;
+        break;
+      }
+    }
+    if (!known) {
+      bool looks_like_placeholder = !key.empty() && key.find_first_of(" \t\"'$") == std::string::npos;
+      if (looks_like_placeholder) {
+        std::string list;
+        for (const auto& [name, value] : values) list += (list.empty() ? "{" : ", {") + name + "}";
+        throw UsageError(field + ": unknown placeholder {" + key + "}; use " + list);
+      }
+      out += '{';  // shell braces and JSON in the command are left alone
+      i = open + 1;
+      continue;
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac_binary) {
+  if (!spec.memcap_library.empty()) {
+    if (!std::filesystem::exists(spec.memcap_library)) {
+      throw UsageError(spec.source + ": memcap_library: " + spec.memcap_library +
+                       " does not exist; build it (target gpufrac_memcap) or fix the path");
+    }
+    return std::filesystem::absolute(spec.memcap_library).string();
+  }
+  std::filesystem::path beside = std::filesystem::path(gpufrac_binary).parent_path() / kMemcapLibraryName;
+  std::error_code ec;
+  return std::filesystem::exists(beside, ec) ? beside.string() : "";
+}
+
+int pick_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure("cannot find a free port on 127.0.0.1");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
+                       const PlacedInstance& instance, int port, const LaunchContext& context) {
+  const ModelSpec& model = spec.models[instance.model_index];
+  const PlacementDevice& device = placement.devices[instance.device_index];
+  std::string field = "models[" + std::to_string(instance.model_index) + "]";
+  LaunchPlan plan;
+  plan.port = port;
+  plan.base_url = "http://127.0.0.1:" + std::to_string(port);
+  plan.health_url = plan.base_url + model.health_path;
+  plan.log_path = context.run_dir + "/logs/" + file_safe(instance.instance_name) + ".log";
+
+  if (model.builtin()) {
+    plan.argv = {context.gpufrac_binary, "serve", "--model", model.model,
+                 "--device", device.is_cpu() ? "cpu" : "cuda", "--host", "127.0.0.1",
+                 "--port", std::to_string(port)};
+    for (const auto& [key, value] : model.engine_args) {
+      plan.argv.push_back("--" + key);
+      if (!value.empty()) plan.argv.push_back(value);
+    }
+  } else {
+    std::vector<std::pair<std::string, std::string>> values = {
+        {"port", std::to_string(port)},
+        {"gpu", device.id},
+        {"gpu_uuid", device.uuid},
+        {"memory_bytes", std::to_string(instance.memory_cap_bytes)},
+        {"gpu_memory_utilization", gpu_memory_utilization(instance, device)},
+        {"name", model.name},
+    };
+    std::string command = expand_placeholders(model.command, values, field + ".command");
+    // A plain command line replaces the shell, so the engine is the process we watch and signal.
+    bool plain = command.find_first_of(";&|()`\n") == std::string::npos && command.find("$(") == std::string::npos;
+    plan.argv = {"/bin/sh", "-c", plain ? "exec " + command : command};
+  }
+
+  std::vector<std::string>& env = plan.env;
+  env = current_environment();
+  remove_env_prefix(env, "CUDA_MPS_");
+  remove_env_prefix(env, "GPUFRAC_MEMCAP_");
+  remove_env_prefix(env, "GPUFRAC_NODE_");
+  set_env(env, "CUDA_VISIBLE_DEVICES", device.is_cpu() ? "" : device.uuid);
+  bool capped_by_shim = false;
+  if (device.is_cpu()) {
+    if (instance.mode != SharingMode::kDedicated) plan.data_limit_bytes = instance.memory_cap_bytes;
+    if (!instance.cpus.empty()) {
+      plan.cpus = instance.cpus;
+      set_env(env, "OMP_NUM_THREADS", std::to_string(instance.cpus.size()));
+    }
+  } else if (instance.mode == SharingMode::kFractions) {
+    for (const auto& [name, value] : context.mps_client_env.at(instance.device_index)) set_env(env, name, value);
+    set_env(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(instance.sm_percent));
+    set_env(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + mebibytes_limit(instance.memory_cap_bytes));
+    capped_by_shim = !context.memcap_library.empty();
+  } else if (instance.mode == SharingMode::kTimeslice) {
+    if (context.memcap_library.empty()) {
+      throw UsageError(spec.source + ": memcap_library: timeslice mode caps memory with " +
+                       kMemcapLibraryName + ", which is not built beside gpufrac; build target " +
+                       "gpufrac_memcap or set memcap_library: PATH");
+    }
+    capped_by_shim = true;
+  }
+  if (capped_by_shim) {
+    std::string preload = context.memcap_library;
+    for (const std::string& entry : env) {
+      if (entry.starts_with("LD_PRELOAD=") && entry.size() > 11) preload += ":" + entry.substr(11);
+    }
+    set_env(env, "LD_PRELOAD", preload);
+    set_env(env, kMemcapBytesEnv, std::to_string(instance.memory_cap_bytes));
+    set_env(env, kMemcapTenantEnv, memcap_tenant(spec.name, instance.instance_name));
+    set_env(env, kMemcapStateDirEnv, context.run_dir + "/memcap");
+  }
+  set_env(env, "GPUFRAC_NODE_MODEL", model.name);
+  set_env(env, "GPUFRAC_NODE_PORT", std::to_string(port));
+  set_env(env, "GPUFRAC_NODE_MEMORY_BYTES", std::to_string(instance.memory_cap_bytes));
+  set_env(env, "GPUFRAC_NODE_SM_PERCENT", std::to_string(instance.sm_percent));
+  for (const auto& [name, value] : model.env) set_env(env, name, value);
+  return plan;
+}
+
+}  // namespace gpufrac

@@ -1,0 +1,77 @@
+// How a placed model instance is started: its command line, its environment (the limits of its
+// sharing mode), its log file, CPU affinity and memory limit. Pure: builds a plan, starts nothing.
+//
+// Environment by mode (on top of the node's own, with CUDA_MPS_* and GPUFRAC_MEMCAP_* removed):
+//   every GPU model   CUDA_VISIBLE_DEVICES=<GPU UUID> (the engine sees its GPU as device 0)
+//   fractions (GPU)   CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY of the GPU's daemon,
+//                     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<sm %>,
+//                     CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<cap>M, and the memcap shim when built
+//   timeslice (GPU)   the memcap shim: LD_PRELOAD + GPUFRAC_MEMCAP_BYTES/_TENANT/_STATE_DIR
+//   dedicated (GPU)   nothing more
+//   CPU               CUDA_VISIBLE_DEVICES="" ; fractions: sched_setaffinity to its cores and
+//                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap
+//   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES,
+//                     GPUFRAC_NODE_SM_PERCENT (so any engine can read its limits), then the
+//                     model's own env: entries.
+// Command line: builtin = `<gpufrac> serve --model M --device cuda|cpu --host 127.0.0.1
+// --port P [--KEY VALUE for engine_args]`; command: = `/bin/sh -c <command>` with {port}, {gpu},
+// {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name} replaced ("exec <command>" when
+// it is a plain command line, so that the engine itself is the process the node watches).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "node/node_spec.h"
+#include "node/placement.h"
+
+namespace gpufrac {
+
+// The memcap shim's environment (names as src/memcap/memcap_config.h defines them).
+inline constexpr const char* kMemcapBytesEnv = "GPUFRAC_MEMCAP_BYTES";
+inline constexpr const char* kMemcapTenantEnv = "GPUFRAC_MEMCAP_TENANT";
+inline constexpr const char* kMemcapStateDirEnv = "GPUFRAC_MEMCAP_STATE_DIR";
+inline constexpr const char* kMemcapLibraryName = "libgpufrac_memcap.so";
+
+struct LaunchContext {
+  std::string gpufrac_binary;  // runs builtin models
+  std::string memcap_library;  // the shim's path; empty when it is not available
+  std::string run_dir;
+  // Per device (Placement::devices order): the MPS client environment of its daemon, for
+  // fractions GPUs; empty otherwise.
+  std::vector<std::vector<std::pair<std::string, std::string>>> mps_client_env;
+};
+
+struct LaunchPlan {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string log_path;
+  std::vector<int> cpus;
+  uint64_t data_limit_bytes = 0;
+  int port = 0;
+  std::string base_url;    // http://127.0.0.1:PORT
+  std::string health_url;  // base_url + the model's health path
+};
+
+LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
+                       const PlacedInstance& instance, int port, const LaunchContext& context);
+
+// The memcap shim: the spec's memcap_library, else libgpufrac_memcap.so beside `gpufrac_binary`;
+// empty when there is none. Throws UsageError naming memcap_library when the spec names a
+// missing file.
+std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac_binary);
+
+// Replaces {placeholders} in a command line; throws UsageError naming the field on an unknown one.
+std::string expand_placeholders(const std::string& command,
+                                const std::vector<std::pair<std::string, std::string>>& values,
+                                const std::string& field);
+
+// A name usable as a file name ("org/model#1" -> "org_model#1").
+std::string file_safe(const std::string& name);
+
+// A free TCP port on 127.0.0.1 (bound and released: good enough for engines that start at once).
+int pick_free_port();
+
+}  // namespace gpufrac

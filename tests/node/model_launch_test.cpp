@@ -1,0 +1,169 @@
+// Launch plans: the command line and the environment (limits) a model gets in each sharing mode.
+#include "node/model_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace gpufrac {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+
+std::string env_value(const LaunchPlan& plan, const std::string& name) {
+  for (const std::string& entry : plan.env) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return "<unset>";
+}
+
+PlacementDevice gpu(SharingMode mode) {
+  PlacementDevice d;
+  d.id = "3";
+  d.uuid = "GPU-abc";
+  d.name = "H200";
+  d.memory_bytes = 140 * kGiB;
+  d.mode = mode;
+  return d;
+}
+
+struct Fixture {
+  NodeSpec spec;
+  Placement placement;
+  LaunchContext context;
+  LaunchPlan plan(int port = 9001) { return plan_launch(spec, placement, placement.instances[0], port, context); }
+};
+
+Fixture fixture(const std::string& yaml, PlacementDevice device) {
+  Fixture f;
+  f.spec = parse_node_spec(yaml, "spec.yaml");
+  f.placement = place_models(f.spec, {device});
+  f.context.gpufrac_binary = "/opt/gpufrac/gpufrac";
+  f.context.memcap_library = "/opt/gpufrac/libgpufrac_memcap.so";
+  f.context.run_dir = "/run/n";
+  f.context.mps_client_env = {{{"CUDA_MPS_PIPE_DIRECTORY", "/run/n/mps/gpu3/pipe"},
+                               {"CUDA_MPS_LOG_DIRECTORY", "/run/n/mps/gpu3/log"}}};
+  return f;
+}
+
+TEST(ModelLaunch, FractionsGetMpsLimitsAndTheShim) {
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/someone-elses", 1);  // never inherited
+  Fixture f = fixture(R"(
+name: n
+models:
+  - name: a
+    model: qwen3-4b
+    engine_args: {max-num-seqs: 32, enforce-eager: true}
+    fraction: {compute: 0.5, memory: 0.5}
+    env: {EXTRA: "1"}
+)", gpu(SharingMode::kFractions));
+  LaunchPlan plan = f.plan();
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  EXPECT_EQ(plan.argv, (std::vector<std::string>{"/opt/gpufrac/gpufrac", "serve", "--model", "qwen3-4b",
+                                                 "--device", "cuda", "--host", "127.0.0.1", "--port",
+                                                 "9001", "--max-num-seqs", "32", "--enforce-eager"}));
+  EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "GPU-abc");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "/run/n/mps/gpu3/pipe");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  // 0.5 * 140 GiB - 512 MiB = 71168 MiB
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71168M");
+  EXPECT_EQ(env_value(plan, "LD_PRELOAD").rfind("/opt/gpufrac/libgpufrac_memcap.so", 0), 0u);
+  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), std::to_string(uint64_t(71168) << 20));
+  EXPECT_EQ(env_value(plan, kMemcapTenantEnv), "n.a");
+  EXPECT_EQ(env_value(plan, kMemcapStateDirEnv), "/run/n/memcap");
+  EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_SM_PERCENT"), "50");
+  EXPECT_EQ(env_value(plan, "EXTRA"), "1");
+  EXPECT_EQ(plan.log_path, "/run/n/logs/a.log");
+  EXPECT_EQ(plan.health_url, "http://127.0.0.1:9001/health");
+  EXPECT_TRUE(plan.cpus.empty());
+  EXPECT_EQ(plan.data_limit_bytes, 0u);
+}
+
+TEST(ModelLaunch, FractionsWithoutTheShimUseMpsAlone) {
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.25, memory: 20G}}]",
+                      gpu(SharingMode::kFractions));
+  f.context.memcap_library.clear();
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20480M");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), "<unset>");
+}
+
+TEST(ModelLaunch, TimesliceIsCappedByTheShimOnlyAndNeedsIt) {
+  Fixture f = fixture("mode: timeslice\nmodels: [{name: a, model: tiny, fraction: {memory: 20G}}]",
+                      gpu(SharingMode::kTimeslice));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), std::to_string(20 * kGiB));
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "<unset>");
+  f.context.memcap_library.clear();
+  try {
+    f.plan();
+    FAIL() << "timeslice without the shim was planned";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("memcap_library"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelLaunch, DedicatedGetsOnlyItsGpu) {
+  Fixture f = fixture("mode: dedicated\nmodels: [{name: a, model: tiny}]", gpu(SharingMode::kDedicated));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "GPU-abc");
+  EXPECT_EQ(env_value(plan, "LD_PRELOAD").find("memcap"), std::string::npos);
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+}
+
+TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
+  PlacementDevice cpu;
+  cpu.id = "cpu";
+  cpu.name = "CPU";
+  cpu.memory_bytes = 16 * kGiB;
+  cpu.cpus = {0, 1, 2, 3};
+  cpu.sm_count = 4;
+  cpu.mode = SharingMode::kFractions;
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu);
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(plan.cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB - (uint64_t(512) << 20));
+  EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env_value(plan, "OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(plan.argv[5], "cpu");
+}
+
+TEST(ModelLaunch, CommandPlaceholders) {
+  Fixture f = fixture(R"(
+models:
+  - name: org/m
+    command: vllm serve X --port {port} --gpu-memory-utilization {gpu_memory_utilization} --served-model-name {name} --x {gpu}/{gpu_uuid}/{memory_bytes}
+    fraction: {compute: 0.5, memory: 0.4}
+)", gpu(SharingMode::kFractions));
+  LaunchPlan plan = f.plan(7000);
+  ASSERT_EQ(plan.argv.size(), 3u);
+  EXPECT_EQ(plan.argv[0], "/bin/sh");
+  uint64_t cap = uint64_t(0.4 * double(140 * kGiB)) - (uint64_t(512) << 20);
+  EXPECT_EQ(plan.argv[2], "exec vllm serve X --port 7000 --gpu-memory-utilization 0.3964 "
+                          "--served-model-name org/m --x 3/GPU-abc/" + std::to_string(cap));
+  EXPECT_EQ(plan.log_path, "/run/n/logs/org_m.log");
+  // Shell syntax is left to the shell (no exec), JSON braces are not placeholders.
+  EXPECT_EQ(expand_placeholders("env > f; srv --port {port} --json '{\"a\": 1}'", {{"port", "1"}}, "c"),
+            "env > f; srv --port 1 --json '{\"a\": 1}'");
+  EXPECT_THROW(expand_placeholders("srv --port {prot}", {{"port", "1"}}, "c"), UsageError);
+}
+
+TEST(ModelLaunch, MemcapLibraryIsFoundBesideTheBinary) {
+  NodeSpec spec = parse_node_spec("models: [{name: a, model: tiny}]", "s");
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "gfn-memcap-find";
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(find_memcap_library(spec, (dir / "gpufrac").string()), "");
+  std::ofstream((dir / kMemcapLibraryName).string()) << "x";
+  EXPECT_EQ(find_memcap_library(spec, (dir / "gpufrac").string()), (dir / kMemcapLibraryName).string());
+  spec.memcap_library = "/nonexistent/libgpufrac_memcap.so";
+  EXPECT_THROW(find_memcap_library(spec, (dir / "gpufrac").string()), UsageError);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpufrac
