@@ -15,13 +15,15 @@ add_library(gpufrac_engine_cuda STATIC
   ${cuda_dir}/gemm.cpp
   ${cuda_dir}/layer_kernels.cu
   ${cuda_dir}/attention.cu
+  ${cuda_dir}/attention_fast.cu
+  ${cuda_dir}/gemv.cu
   ${cuda_dir}/gpu_sampler.cu
   ${cuda_dir}/cuda_runner.cpp
 )
 # CMake 3.25 knows no CUDA20 dialect for nvcc (the top level asks for it); the kernels need 17.
 set_target_properties(gpufrac_engine_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_STANDARD 17)
 # -lineinfo: profilers and compute-sanitizer map time and faults to source lines.
-target_compile_options(gpufrac_engine_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+target_compile_options(gpufrac_engine_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=-warn-spills>)
 target_link_libraries(gpufrac_engine_cuda PUBLIC gpufrac_engine_model CUDA::cudart_static
                       CUDA::cublasLt)
 

@@ -1,4 +1,5 @@
 #include "engine/cuda/attention.h"
+#include "engine/cuda/attention_internal.cuh"
 
 #include <algorithm>
 
@@ -10,10 +11,8 @@ namespace gpufrac::engine {
 namespace {
 
 constexpr int kWarps = 4;        // per block; each walks every kWarps-th position of the range
-constexpr int kMaxGroup = 8;     // query heads per block
 constexpr int kUnroll = 2;       // positions per warp in flight
 constexpr int kMaxSplits = 32;
-constexpr float kLog2e = 1.4426950408889634f;
 
 __host__ __device__ inline int head_groups(int num_heads, int num_kv_heads) {
   int group = num_heads / num_kv_heads;
@@ -152,7 +151,12 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 }
 
 // Merges the splits of one (row, head): weights 2^(lse_z - max lse).
-__global__ void combine_splits_kernel(AttentionParams p) {
+// `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
+__global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
+  if (flash_min_queries > 0 &&
+      row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
+    return;
+  }
   int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
   const float* lse = p.partial_lse + head_row * p.splits;
   float max_lse = -INFINITY;
@@ -171,6 +175,12 @@ __global__ void combine_splits_kernel(AttentionParams p) {
 }
 
 }  // namespace
+
+void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
+  combine_splits_kernel<<<dim3(p.rows, p.num_heads), std::min(p.head_dim, 128), 0, stream>>>(
+      p, flash_min_queries);
+  GPUFRAC_LAUNCH_CHECK();
+}
 
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
   int blocks = rows * num_kv_heads * head_groups(num_heads, num_kv_heads);
@@ -196,6 +206,11 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
     throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__,
                        "num_heads must be a multiple of num_kv_heads");
   }
+  if (p.kernels == AttentionKernels::kFast &&
+      fast_attention_supported(p.num_heads, p.num_kv_heads, p.head_dim)) {
+    launch_fast_attention(p, stream);
+    return;
+  }
   dim3 grid(p.rows, p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads), p.splits);
   switch (p.head_dim) {
     case 32: paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
@@ -206,10 +221,7 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
       throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__, "unsupported head_dim");
   }
   GPUFRAC_LAUNCH_CHECK();
-  if (p.splits > 1) {
-    combine_splits_kernel<<<dim3(p.rows, p.num_heads), std::min(p.head_dim, 128), 0, stream>>>(p);
-    GPUFRAC_LAUNCH_CHECK();
-  }
+  if (p.splits > 1) launch_combine_splits(p, 0, stream);
 }
 
 }  // namespace gpufrac::engine

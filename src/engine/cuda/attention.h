@@ -10,6 +10,17 @@
 // produce zeros. The split count is chosen on the host (attention_splits) and each block derives
 // its range from the context length in device memory, so a captured graph stays valid for any
 // length.
+//
+// Two kernel sets (AttentionKernels):
+// - kSimple: the kernel above for every row (scalar FMAs; the reference the fast ones are tested
+//   against, and the fallback selected by GPUFRAC_CUDA_SIMPLE=1).
+// - kFast (head_dim 64 or 128, up to 8 query heads per KV head; other shapes use kSimple):
+//   sequences with at least kFlashMinQueries query rows this step (prompt chunks) go to a
+//   flash-attention kernel on the tensor cores (mma.sync m16n8k16 bf16, 64 query rows x one
+//   head per block, 64-key K/V tiles in shared memory, online softmax in registers); every other
+//   row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with 16-byte
+//   loads and computes all query heads of its KV head from them, split over the context as
+//   above.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +32,8 @@
 
 namespace gpufrac::engine {
 
+enum class AttentionKernels { kSimple, kFast };
+
 struct AttentionParams {
   const bf16* q = nullptr;        // [rows][num_heads][head_dim]
   const bf16* k_cache = nullptr;  // this layer: [blocks][num_kv_heads][block_size][head_dim]
@@ -29,6 +42,9 @@ struct AttentionParams {
   const int32_t* block_tables = nullptr;   // [sequences][width]
   const int32_t* token_seq = nullptr;      // [rows]: block-table row of each query token
   const int32_t* token_context = nullptr;  // [rows]: positions it attends to
+  const int32_t* seq_query_start = nullptr;  // [num_seqs + 1]: first row of each sequence
+  int num_seqs = 0;
+  int max_queries = 1;  // most rows of one sequence this step (host value; 1 for graph buckets)
   int rows = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -39,7 +55,13 @@ struct AttentionParams {
   float* partial_out = nullptr;  // splits > 1: [rows][num_heads][splits][head_dim]
   float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
+  AttentionKernels kernels = AttentionKernels::kFast;
 };
+
+// Sequences with at least this many query rows in a step take the flash (prefill) kernel.
+constexpr int kFlashMinQueries = 16;
+// True when kFast has kernels for this shape (otherwise launch_paged_attention uses kSimple).
+bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim);
 
 // How many context splits fill `sm_count` SMs for `rows` query rows. `max_context` > 0 caps the
 // splits so that each covers at least 64 positions; 0 (unknown: graph capture) does not.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "engine/cuda/attention.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_runner_factory.h"
+#include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
 #include "engine/cuda/layer_kernels.h"
 #include "engine/model_loader.h"
@@ -46,6 +48,22 @@ void check_supported(const ModelConfig& c) {
 }
 
 }  // namespace
+
+CudaKernelChoice CudaKernelChoice::from_environment() {
+  const char* simple_env = std::getenv("GPUFRAC_CUDA_SIMPLE");
+  if (simple_env != nullptr && std::string(simple_env) == "1") return simple();
+  return {};
+}
+
+std::string CudaKernelChoice::describe() const {
+  std::string text = attention == AttentionKernels::kFast ? "fast attention" : "simple attention";
+  if (gemv_max_tokens > 0) {
+    text += ", GEMV up to " + std::to_string(gemv_max_tokens) + " tokens";
+  } else {
+    text += ", cuBLASLt only";
+  }
+  return text;
+}
 
 CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
     : weights_(std::move(weights)), options_(options) {
@@ -93,13 +111,15 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   GPUFRAC_CUDA_CHECK(cudaMemcpy(inv_freq_.data(), inv_freq_f32.data(), inv_freq_f32.size() * 4,
                                 cudaMemcpyHostToDevice));
 
+  options_.kernels.gemv_max_tokens =
+      std::clamp(options_.kernels.gemv_max_tokens, 0, kGemvMaxTokens);
   int largest = std::min(options_.max_seqs_per_step, options_.max_tokens_per_step);
   for (int b : kBucketCandidates) {
     if (b <= largest) buckets_.push_back(b);
   }
   log_info("cuda runner: ", c.name, " on ", device_label_, ", weights ",
            format_bytes(weights_.bytes()), ", ", format_bytes(available_memory_bytes()),
-           " left for the KV cache");
+           " left for the KV cache; ", options_.kernels.describe());
 }
 
 CudaRunner::~CudaRunner() {
@@ -147,6 +167,24 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  destroy_graphs();
+  options_.kernels = kernels;
+  options_.kernels.gemv_max_tokens = std::clamp(kernels.gemv_max_tokens, 0, kGemvMaxTokens);
+  if (inputs_ && options_.use_graphs) capture_graphs();
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
+                        int k) {
+  if (tokens <= options_.kernels.gemv_max_tokens) {
+    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_);
+  } else {
+    gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
+  }
+}
+
 int CudaRunner::bucket_for(int seqs) const {
   for (int b : buckets_) {
     if (b >= seqs) return b;
@@ -165,13 +203,13 @@ void CudaRunner::capture_graphs() {
     // which may happen during capture.
     PackedStep warm = inputs_->pack_padding(bucket);
     inputs_->upload(stream_);
-    enqueue_step({bucket, bucket, 0}, warm.arrays);
+    enqueue_step({bucket, bucket, 0, bucket, 1}, warm.arrays);
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
     cudaGraph_t graph = nullptr;
     GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_step({bucket, bucket, 0}, inputs_->bucket_arrays(bucket));
+      enqueue_step({bucket, bucket, 0, bucket, 1}, inputs_->bucket_arrays(bucket));
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -216,7 +254,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     bf16* k_cache = kv_.as<bf16>() + uint64_t(2 * l) * layer_kv_elements;
     bf16* v_cache = k_cache + layer_kv_elements;
 
-    gemm_->run(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden, stream_);
+    linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);
     QkvRopeParams rope;
     rope.qkv = fp32_output(gemm_out_);
     rope.bias = w.qkv_bias;
@@ -244,6 +282,10 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.block_tables = a.block_tables;
     attn.token_seq = a.token_seq;
     attn.token_context = a.token_context;
+    attn.seq_query_start = a.seq_query_start;
+    attn.num_seqs = shape.seqs;
+    attn.max_queries = shape.max_queries;
+    attn.kernels = options_.kernels.attention;
     attn.rows = tokens;
     attn.num_heads = c.num_heads;
     attn.num_kv_heads = c.num_kv_heads;
@@ -256,12 +298,12 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.out = act;
     launch_paged_attention(attn, stream_);
 
-    gemm_->run(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width, stream_);
+    linear(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width);
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
                        eps, act, stream_);
-    gemm_->run(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden, stream_);
+    linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
     launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
-    gemm_->run(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter, stream_);
+    linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
     if (l + 1 < c.num_layers) {
       launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
                          weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_);
@@ -271,8 +313,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   auto* final_hidden = final_hidden_.as<bf16>();
   launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
                      weights_.final_norm, eps, final_hidden, stream_);
-  gemm_->run(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,
-             hidden, stream_);
+  linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size, hidden);
   launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
                  stream_);
 }
@@ -289,7 +330,12 @@ void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
     replay_decode_graph(bucket);
   } else {
     // A padded decode step without graphs splits attention exactly as its graph would.
-    enqueue_step({packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context},
+    int max_queries = 1;
+    for (const SequenceWork& s : batch.sequences) {
+      max_queries = std::max(max_queries, int(s.tokens.size()));
+    }
+    enqueue_step({packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context,
+                  packed.num_seqs, max_queries},
                  packed.arrays);
   }
   const int samples = packed.real_samples;

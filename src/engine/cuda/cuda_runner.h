@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/attention.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
@@ -34,11 +35,24 @@
 
 namespace gpufrac::engine {
 
+// Which kernels the forward pass uses: the fast paths (flash/tiled attention, attention.h; the
+// weight-streaming GEMV for small token counts, gemv.h) or the simple ones they are checked
+// against. GPUFRAC_CUDA_SIMPLE=1 in the environment selects the simple ones everywhere, so a
+// broken fast kernel cannot block a run.
+struct CudaKernelChoice {
+  AttentionKernels attention = AttentionKernels::kFast;
+  int gemv_max_tokens = 4;  // linear layers with at most this many tokens use the GEMV; 0: never
+  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0}; }
+  static CudaKernelChoice from_environment();
+  std::string describe() const;
+};
+
 struct CudaRunnerOptions {
   int max_tokens_per_step = 8192;  // SchedulerConfig's max_num_batched_tokens default
   int max_seqs_per_step = 256;     // SchedulerConfig's max_num_seqs default
   int max_model_len = 0;           // 0: the model's max_position_embeddings
   bool use_graphs = true;          // false: the same padded decode steps, launched eagerly
+  CudaKernelChoice kernels = CudaKernelChoice::from_environment();
 };
 
 class CudaRunner final : public ModelRunner {
@@ -62,6 +76,9 @@ class CudaRunner final : public ModelRunner {
   const std::vector<int>& graph_buckets() const { return buckets_; }
   // The bucket a pure decode step of `seqs` sequences runs in; 0 if none holds it.
   int bucket_for(int seqs) const;
+  const CudaKernelChoice& kernels() const { return options_.kernels; }
+  // Switches kernels (benchmarks compare them in one process); re-captures the decode graphs.
+  void set_kernels(const CudaKernelChoice& kernels);
   // Replays the decode graph of `bucket` with the inputs last uploaded (a forward() of a decode
   // step in that bucket must come first): GPU work only, asynchronous on stream().
   void replay_decode_graph(int bucket);
@@ -71,7 +88,12 @@ class CudaRunner final : public ModelRunner {
     int tokens = 0;
     int samples = 0;
     int max_context = 0;  // 0: unknown (graph capture)
+    int seqs = 0;
+    int max_queries = 1;  // most tokens of one sequence
   };
+  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens), else
+  // cuBLASLt.
+  void linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n, int k);
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   void capture_graphs();

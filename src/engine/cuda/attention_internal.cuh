@@ -1,0 +1,29 @@
+// What the two attention translation units share (attention.cu: the simple kernel, split
+// merging and the dispatch; attention_fast.cu: the flash prefill and tiled decode kernels).
+// Included by those .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "engine/cuda/attention.h"
+
+namespace gpufrac::engine {
+
+constexpr int kMaxGroup = 8;  // query heads per KV head handled by one block
+constexpr float kLog2e = 1.4426950408889634f;
+
+// True when row r's sequence `seq` has at least `min_queries` rows this step (the flash kernel
+// owns it).
+__device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, int min_queries) {
+  return p.seq_query_start[seq + 1] - p.seq_query_start[seq] >= min_queries;
+}
+
+// Merges split partials into p.out for every row not owned by the flash kernel
+// (flash_min_queries 0: every row).
+void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream);
+
+// kFast (attention_fast.cu): flash kernel for long sequences, tiled decode kernel for the rest,
+// split merging. Requires fast_attention_supported().
+void launch_fast_attention(const AttentionParams& p, cudaStream_t stream);
+
+}  // namespace gpufrac::engine
