@@ -10,6 +10,7 @@ add_library(gpufrac_tokenizer
   tokenizer/pre_tokenizer.cpp
   tokenizer/stop_matcher.cpp
   tokenizer/tokenizer.cpp
+  tokenizer/tokenizer_json_reader.cpp
   tokenizer/tokenizer_load.cpp
   tokenizer/tokenizer_location.cpp
   tokenizer/unicode_classes.cpp

@@ -9,7 +9,8 @@
 // embedding table is often larger than its vocabulary) and replaces ill-formed UTF-8 with U+FFFD.
 //
 // Thread-safety: immutable after load; every method may be called from many threads at once (the
-// word cache inside is locked). Loading Qwen3's 11 MB tokenizer.json takes well under a second.
+// word cache inside is locked). Loading Qwen3's 11 MB tokenizer.json takes about half a second of
+// CPU (docs/tokenizer.md).
 #pragma once
 
 #include <array>
@@ -27,6 +28,7 @@
 namespace gpufrac::engine {
 
 class BpeModel;
+struct TokenizerJsonParts;
 
 struct EncodeOptions {
   // Match added tokens in the text (what Hugging Face does). false: their text is encoded as
@@ -80,6 +82,7 @@ class Tokenizer {
   };
 
   Tokenizer();
+  static Tokenizer from_parts(TokenizerJsonParts parts, const std::string& source);
   void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
   // The length of the longest added token at text[pos...], with its id; 0 when none.
   size_t match_added(std::string_view text, size_t pos, int32_t& id) const;

@@ -1,6 +1,7 @@
 // Tokenizer::load and from_json: reads tokenizer.json and refuses, with the field named, anything
 // this implementation would get wrong.
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_json_reader.h"
 
 namespace gpufrac::engine {
 namespace {
@@ -119,13 +121,16 @@ Tokenizer Tokenizer::load(const std::string& path) {
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  Json j = Json::parse(buffer.str(), nullptr, false);
-  if (j.is_discarded()) throw RuntimeFailure(file.string() + ": not valid JSON");
-  return from_json(j, file.string());
+  return from_parts(read_tokenizer_json(buffer.str(), file.string()), file.string());
 }
 
 Tokenizer Tokenizer::from_json(const Json& j, const std::string& source) {
+  return from_parts(split_tokenizer_json(j, source), source);
+}
+
+Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& source) {
   Tokenizer t;
+  const Json& j = parts.rest;
   try {
     const Json& model = j.at("model");
     if (model.value("type", "BPE") != "BPE") fail(source, "model.type must be BPE");
@@ -148,48 +153,37 @@ Tokenizer Tokenizer::from_json(const Json& j, const std::string& source) {
     }
 
     BytesToId vocab;
-    vocab.reserve(model.at("vocab").size());
-    int32_t max_id = -1;
-    for (const auto& [token, id_json] : model.at("vocab").items()) {
-      const int32_t id = id_json.get<int32_t>();
-      if (id < 0) fail(source, "model.vocab has a negative id for '" + token + "'");
+    vocab.reserve(parts.vocab.size());
+    int64_t max_id = -1;
+    for (const auto& [token, id] : parts.vocab) {
+      if (id < 0 || id > INT32_MAX) fail(source, "model.vocab has an invalid id for '" + token + "'");
       max_id = std::max(max_id, id);
-      vocab.emplace(token_bytes_or_fail(token, source), id);
+      vocab.emplace(token_bytes_or_fail(token, source), int32_t(id));
     }
     const Json added = j.value("added_tokens", Json::array());
-    for (const Json& a : added) max_id = std::max(max_id, a.at("id").get<int32_t>());
+    for (const Json& a : added) max_id = std::max<int64_t>(max_id, a.at("id").get<int32_t>());
     t.tokens_.resize(size_t(max_id) + 1);
     for (const auto& [bytes, id] : vocab) t.tokens_[id] = TokenInfo{bytes, true, false, false};
 
     std::vector<BpeMerge> merges;
-    merges.reserve(model.at("merges").size());
-    for (const Json& m : model.at("merges")) {
-      std::string left, right;
-      if (m.is_string()) {
-        const std::string s = m.get<std::string>();
-        const size_t space = s.find(' ');
-        if (space == std::string::npos) fail(source, "merge '" + s + "' is not 'left right'");
-        left = s.substr(0, space);
-        right = s.substr(space + 1);
-      } else {
-        left = m.at(0).get<std::string>();
-        right = m.at(1).get<std::string>();
-      }
-      std::string left_bytes = token_bytes_or_fail(left, source);
-      std::string right_bytes = token_bytes_or_fail(right, source);
-      auto l = vocab.find(left_bytes), r = vocab.find(right_bytes);
-      auto merged = vocab.find(left_bytes + right_bytes);
-      if (l == vocab.end() || r == vocab.end() || merged == vocab.end()) {
+    merges.reserve(parts.merges.size());
+    std::string merged_bytes;
+    for (const auto& [left, right] : parts.merges) {
+      const std::string left_bytes = token_bytes_or_fail(left, source);
+      const std::string right_bytes = token_bytes_or_fail(right, source);
+      merged_bytes = left_bytes + right_bytes;
+      auto l = vocab.find(left_bytes), r = vocab.find(right_bytes), m = vocab.find(merged_bytes);
+      if (l == vocab.end() || r == vocab.end() || m == vocab.end()) {
         fail(source, "merge '" + left + " " + right + "' uses a token missing from model.vocab");
       }
-      merges.push_back(BpeMerge{l->second, r->second, merged->second});
+      merges.push_back(BpeMerge{l->second, r->second, m->second});
     }
 
     t.added_by_first_byte_.resize(256);
     for (const Json& a : added) {
       const std::string content = a.at("content").get<std::string>();
       const int32_t id = a.at("id").get<int32_t>();
-      if (content.empty()) fail(source, "added token " + std::to_string(id) + " is empty");
+      if (content.empty() || id < 0) fail(source, "added token " + std::to_string(id) + " is invalid");
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
         fail(source, "added token '" + content + "' uses lstrip/rstrip/single_word (not supported)");
       }

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/word_cache.h"
 #include "tokenizer_test_support.h"
@@ -174,6 +175,45 @@ TEST(Loader, RefusesWhatItDoesNotImplement) {
   j = base;
   j["decoder"] = {{"type", "Metaspace"}};
   expect_refused(j, "decoder");
+}
+
+TEST(Loader, StreamingReaderAgreesWithTheJsonTree) {
+  // load() streams the file (read_tokenizer_json); from_json() walks a tree: same tokenizer.
+  const std::string path = test_util::npm_package_dir("tokenizer-llama3") + "/models/tokenizer.json";
+  const std::string text = test_util::read_file(path);
+  const TokenizerJsonParts streamed = read_tokenizer_json(text, path);
+  const TokenizerJsonParts walked = split_tokenizer_json(Json::parse(text), path);
+  EXPECT_EQ(streamed.rest, walked.rest);
+  EXPECT_EQ(streamed.merges, walked.merges);
+  EXPECT_EQ(streamed.vocab.size(), walked.vocab.size());
+  EXPECT_EQ(streamed.merges.size(), 280147u);
+  EXPECT_FALSE(streamed.rest["model"].contains("vocab"));
+  EXPECT_EQ(streamed.rest["model"]["ignore_merges"], true);
+}
+
+TEST(Loader, StreamingReaderNamesBadInput) {
+  auto error_of = [](const std::string& text) {
+    try {
+      read_tokenizer_json(text, "t.json");
+    } catch (const RuntimeFailure& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}").find("t.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}}}").find("model.merges is missing"), std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {\"a\": \"x\"}, \"merges\": []}}").find("integers"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}, \"merges\": [\"ab\"]}}").find("merge 'ab'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}, \"merges\": [[\"a\"]]}}").find("two strings"),
+            std::string::npos);
+  const TokenizerJsonParts ok = read_tokenizer_json(
+      R"({"x": [1, {"y": null}], "model": {"type": "BPE", "vocab": {"a": 0, "b": 1},
+          "merges": ["a b", ["b", "a"]]}})", "ok.json");
+  EXPECT_EQ(ok.rest, Json::parse(R"({"x": [1, {"y": null}], "model": {"type": "BPE"}})"));
+  EXPECT_EQ(ok.vocab, (std::vector<std::pair<std::string, int64_t>>{{"a", 0}, {"b", 1}}));
+  EXPECT_EQ(ok.merges, (std::vector<std::pair<std::string, std::string>>{{"a", "b"}, {"b", "a"}}));
 }
 
 TEST(Loader, MissingFileNamesIt) {
