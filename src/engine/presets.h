@@ -27,7 +27,8 @@ std::vector<std::string> preset_names();
 std::optional<ModelConfig> find_preset(const std::string& name);
 
 // Random bf16 weights for any config (presets, or test models of other families). `threads`:
-// 0 = every usable CPU. Throughput: about 1 GB of weights per second per core.
+// 0 = every usable CPU. One 64-bit hash per element, so the cost is linear in the weight bytes
+// and divides over the threads (cpu_forward_bench measures it).
 ModelWeights generate_random_weights(const ModelConfig& config, uint64_t seed, int threads);
 
 }  // namespace gpufrac::engine

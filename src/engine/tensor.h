@@ -3,8 +3,8 @@
 // A HostTensor is a view: a dtype, a row-major shape and a pointer to bytes that someone else
 // keeps alive (for model weights: ModelWeights::storage, an mmapped checkpoint or an owned
 // buffer). Linear weights are [out, in], as Hugging Face stores them. Copying a view copies no
-// data. The pointer is only as aligned as its element type needs (safetensors offsets are
-// element-aligned in practice; readers here go through memcpy-safe loads regardless).
+// data. The pointer may be unaligned (a safetensors file whose header length is not padded to a
+// multiple of 8 misaligns its data; Hugging Face pads), so readers here use memcpy-safe loads.
 //
 // bf16 <-> fp32 conversion rounds to nearest even and keeps NaN a NaN; fp16 follows IEEE 754
 // binary16 (subnormals, infinities). All functions are thread-safe.

@@ -230,6 +230,9 @@ void CpuModelRunner::attention_block(int layer) {
 
 void CpuModelRunner::forward(const StepBatch& batch, StepResult& result) {
   validate(batch);
+  result.next_tokens.clear();
+  result.logits.clear();
+  if (batch.sequences.empty()) return;
   const ModelConfig& c = weights_.config;
   batch_ = &batch;
   plan_rows(batch);
@@ -295,7 +298,6 @@ void CpuModelRunner::forward(const StepBatch& batch, StepResult& result) {
   }
   int64_t vocab = c.vocab_size, num_sampled = int64_t(sampled.size());
   result.next_tokens.assign(size_t(num_sampled), -1);
-  result.logits.clear();
   if (num_sampled > 0) {
     std::vector<float>& logits = result.logits;
     logits.resize(size_t(num_sampled * vocab));
