@@ -2,9 +2,9 @@
 // `--device`, `--seed`, `--threads`).
 //
 // device "cpu": the fp32 CPU runner. "cuda": the CUDA runner; UsageError when this build has no
-// CUDA backend. "auto": CUDA when built and usable, else CPU (this build: CPU). Loading may take
-// seconds (an 8 GB checkpoint or preset); errors are UsageError (bad option, no such model) or
-// RuntimeFailure (malformed checkpoint, out of memory).
+// CUDA backend or no usable device. "auto": CUDA when built and a device is usable, else CPU.
+// Loading may take seconds (an 8 GB checkpoint or preset); errors are UsageError (bad option, no
+// such model) or RuntimeFailure (malformed checkpoint, out of memory).
 #pragma once
 
 #include <cstdint>
