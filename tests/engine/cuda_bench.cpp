@@ -3,8 +3,10 @@
 // Measures, in one process: the device copy bandwidth and a large bf16 GEMM's rate (the two
 // ceilings), every linear layer shape of the model through cuBLASLt at several token counts,
 // decode steps per batch size (CUDA-graph replay timed with events: GPU time; and forward()
-// wall time: what a caller sees), and one long prefill. Prints a table last and writes every
-// number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// wall time: what a caller sees), and one long prefill. Every decode and prefill point runs once
+// per kernel variant (--variants: the fast paths against the simple kernels, as ratios in the
+// same run), the GEMV against cuBLASLt per shape, and a per-stage breakdown of eager decode
+// steps (events between the stages). Prints tables last and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "engine/cuda/cuda_runner.h"
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemm.h"
+#include "engine/cuda/gemv.h"
 #include "engine/presets.h"
 
 namespace gpufrac::engine {
@@ -82,14 +85,22 @@ double measure_copy_bandwidth(cudaStream_t stream) {
 
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
 // graph; returns the median time per call in ms.
+// With `gemv`, the weight-streaming kernel (gemv.h) instead of cuBLASLt.
 double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
                            const bf16* x, void* y, bool y_bf16, int m, int n, int k,
-                           cudaStream_t stream, int repeats) {
-  for (const bf16* w : weights) gemm.run(x, w, y, y_bf16, m, n, k, stream);  // plans, warm-up
+                           cudaStream_t stream, int repeats, bool gemv = false) {
+  auto run = [&](const bf16* w) {
+    if (gemv) {
+      launch_gemv(x, w, y, y_bf16, m, n, k, stream);
+    } else {
+      gemm.run(x, w, y, y_bf16, m, n, k, stream);
+    }
+  };
+  for (const bf16* w : weights) run(w);  // plans, warm-up
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph = nullptr;
   GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (const bf16* w : weights) gemm.run(x, w, y, y_bf16, m, n, k, stream);
+  for (const bf16* w : weights) run(w);
   GPUFRAC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   GPUFRAC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -110,6 +121,35 @@ struct Sequences {
   std::vector<std::vector<int32_t>> tokens, tables;
 };
 
+struct Variant {
+  std::string name;
+  CudaKernelChoice kernels;
+};
+
+// fast: the default fast paths; simple-attention: fast GEMV, simple attention; cublas: fast
+// attention, cuBLASLt for every GEMM; simple: the first version's kernels.
+Variant parse_variant(const std::string& name) {
+  CudaKernelChoice fast;
+  if (name == "fast") return {name, fast};
+  if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
+  if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
+  if (name == "simple") return {name, CudaKernelChoice::simple()};
+  throw UsageError("--variants: unknown variant '" + name +
+                   "' (use fast, simple-attention, cublas, simple)");
+}
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > start) names.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
+
 int bench_main(int argc, char** argv) {
   CliArgs args("gpufrac_cuda_bench [options]",
                "Times the CUDA runner's decode steps and prefill against the GPU's floors.");
@@ -118,14 +158,28 @@ int bench_main(int argc, char** argv) {
       .option("context", "N", "positions each decoding sequence attends to", "2048")
       .option("prefill", "N", "tokens of the timed prefill", "2048")
       .option("iterations", "N", "timed repetitions per point", "50")
+      .option("variants", "LIST",
+              "kernel sets to time, the first is the headline: fast, simple-attention (fast GEMV, "
+              "simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version 1)",
+              "fast,simple-attention,cublas,simple")
+      .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
+              "1,32")
       .option("json", "FILE", "write every number here", "")
-      .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --json bench.json");
+      .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
+                          "--json bench.json");
   if (!args.parse(argc, argv)) return 0;
   const std::string model = args.get("model");
   const std::vector<int> batches = parse_int_list(args.get("batches"), "--batches");
   const int context = int(parse_int(args.get("context"), "--context"));
   const int prefill = int(parse_int(args.get("prefill"), "--prefill"));
   const int iterations = int(parse_int(args.get("iterations"), "--iterations"));
+  std::vector<Variant> variants;
+  for (const std::string& name : split_names(args.get("variants"))) {
+    variants.push_back(parse_variant(name));
+  }
+  if (variants.empty()) throw UsageError("--variants: name at least one variant");
+  const std::vector<int> profile_batches = parse_int_list(args.get("profile-batches"),
+                                                          "--profile-batches");
   if (!cuda_device_usable()) throw RuntimeFailure("no usable CUDA device (nvidia-smi -L)");
   std::optional<ModelConfig> config = find_preset(model);
   if (!config) throw UsageError("--model must be a preset name, got '" + model + "'");
@@ -188,91 +242,138 @@ int bench_main(int argc, char** argv) {
                            std::to_string(hidden);
   Json gemm_rows = Json::array();
   for (const Shape& s : shapes) {
-    for (int m : {1, 8, 32, 64, 128, prefill}) {
+    for (int m : {1, 2, 4, 8, 32, 64, 128, prefill}) {
       if (m > max_m) continue;
       double ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20);
       double bytes = double(s.n) * s.k * 2;
-      gemm_rows.push_back({{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
-                           {"cublaslt_ms", ms}, {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
-                           {"floor_ms", bytes / bandwidth * 1e3}});
+      Json row = {{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
+                  {"cublaslt_ms", ms}, {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
+                  {"floor_ms", bytes / bandwidth * 1e3}};
+      if (m <= kGemvMaxTokens) {
+        double gemv_ms =
+            time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20, true);
+        row["gemv_ms"] = gemv_ms;
+        row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
+      }
+      gemm_rows.push_back(row);
     }
   }
   out["gemm_shapes"] = gemm_rows;
 
-  // Decode steps.
+  // Decode steps and one prefill, per kernel variant (the first is the headline).
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
   const double kv_bytes_per_position = double(c.num_layers) * 2 * c.kv_width() * 2;
-  Json decode_rows = Json::array();
+  std::vector<Sequences> decode_inputs;
+  std::vector<StepBatch> decode_batches;
   for (int batch_size : batches) {
     Sequences seqs;
-    StepBatch batch;
     for (int i = 0; i < batch_size; ++i) {
       seqs.tokens.push_back({token(rng)});
       std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq));
       for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = i * blocks_per_seq + b;
       seqs.tables.push_back(std::move(table));
     }
-    for (int i = 0; i < batch_size; ++i) {
+    decode_inputs.push_back(std::move(seqs));
+  }
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    StepBatch batch;
+    const Sequences& seqs = decode_inputs[bi];
+    for (int i = 0; i < batches[bi]; ++i) {
       batch.sequences.push_back({seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true,
                                  {}});
     }
-    StepResult result;
-    std::vector<double> wall_ms;
-    for (int i = 0; i < iterations + 3; ++i) {
-      int64_t t0 = monotonic_ns();
-      runner.forward(batch, result);
-      if (i >= 3) wall_ms.push_back(ns_to_ms(monotonic_ns() - t0));
-    }
-    int bucket = runner.bucket_for(batch_size);
-    EventTimer timer;
-    std::vector<double> gpu_ms;
-    for (int i = 0; i < iterations + 3; ++i) {
-      timer.start(stream);
-      runner.replay_decode_graph(bucket);
-      double t = timer.stop_ms(stream);
-      if (i >= 3) gpu_ms.push_back(t);
-    }
-    Stats gpu = summarize(gpu_ms), wall = summarize(wall_ms);
-    double bytes = double(runner.weights().bytes()) + batch_size * kv_bytes_per_position * context;
-    decode_rows.push_back({{"batch", batch_size}, {"bucket", bucket}, {"context", context},
-                           {"graph_gpu_ms", gpu.median}, {"graph_gpu_ms_p10", gpu.p10},
-                           {"graph_gpu_ms_p90", gpu.p90}, {"forward_wall_ms", wall.median},
-                           {"bytes", bytes}, {"floor_ms", bytes / bandwidth * 1e3},
-                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3}});
+    decode_batches.push_back(std::move(batch));
   }
-  out["decode"] = decode_rows;
-
-  // Prefill of one sequence.
   std::vector<int32_t> prompt(static_cast<size_t>(prefill));
   for (int32_t& t : prompt) t = token(rng);
   std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq));
   for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = max_batch * blocks_per_seq + b;
   StepBatch prefill_batch;
   prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
-  std::vector<double> prefill_gpu, prefill_wall;
-  EventTimer timer;
-  for (int i = 0; i < 7; ++i) {
-    StepResult result;
-    timer.start(stream);
-    int64_t t0 = monotonic_ns();
-    runner.forward(prefill_batch, result);
-    double wall = ns_to_ms(monotonic_ns() - t0);
-    double gpu = timer.stop_ms(stream);
-    if (i >= 2) {
-      prefill_wall.push_back(wall);
-      prefill_gpu.push_back(gpu);
-    }
-  }
   const double linear_params = double(c.num_layers) *
                                (double(qkv) * hidden + double(hidden) * q_width +
                                 2.0 * inter * hidden + double(hidden) * inter);
   const double prefill_flops = 2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
                                2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
-  Stats pg = summarize(prefill_gpu), pw = summarize(prefill_wall);
-  out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
-                    {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
-                    {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3}};
+
+  Json decode_rows = Json::array();
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    double bytes = double(runner.weights().bytes()) + batches[bi] * kv_bytes_per_position * context;
+    decode_rows.push_back({{"batch", batches[bi]}, {"bucket", runner.bucket_for(batches[bi])},
+                           {"context", context}, {"bytes", bytes},
+                           {"floor_ms", bytes / bandwidth * 1e3},
+                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3}, {"variants", Json::object()}});
+  }
+  Json prefill_variants = Json::object();
+  Json profiles = Json::array();
+  std::vector<std::vector<std::pair<std::string, double>>> profile_tables;
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const Variant& variant = variants[vi];
+    runner.set_kernels(variant.kernels);
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      StepResult result;
+      std::vector<double> wall_ms;
+      for (int i = 0; i < iterations + 3; ++i) {
+        int64_t t0 = monotonic_ns();
+        runner.forward(decode_batches[bi], result);
+        if (i >= 3) wall_ms.push_back(ns_to_ms(monotonic_ns() - t0));
+      }
+      int bucket = runner.bucket_for(batches[bi]);
+      EventTimer timer;
+      std::vector<double> gpu_ms;
+      for (int i = 0; i < iterations + 3; ++i) {
+        timer.start(stream);
+        runner.replay_decode_graph(bucket);
+        double t = timer.stop_ms(stream);
+        if (i >= 3) gpu_ms.push_back(t);
+      }
+      Stats gpu = summarize(gpu_ms), wall = summarize(wall_ms);
+      Json& row = decode_rows[bi];
+      row["variants"][variant.name] = {{"graph_gpu_ms", gpu.median}, {"forward_wall_ms", wall.median}};
+      if (vi == 0) {
+        row["graph_gpu_ms"] = gpu.median;
+        row["graph_gpu_ms_p10"] = gpu.p10;
+        row["graph_gpu_ms_p90"] = gpu.p90;
+        row["forward_wall_ms"] = wall.median;
+        row["kernels"] = variant.kernels.describe();
+      }
+      if (vi == 0 && std::find(profile_batches.begin(), profile_batches.end(), batches[bi]) !=
+                         profile_batches.end()) {
+        runner.profile_forward(decode_batches[bi]);  // warm-up
+        auto stages = runner.profile_forward(decode_batches[bi]);
+        Json stage_json = Json::array();
+        for (const auto& [name, ms] : stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
+        profiles.push_back({{"batch", batches[bi]}, {"context", context}, {"stages", stage_json}});
+        profile_tables.push_back(stages);
+      }
+    }
+    std::vector<double> prefill_gpu, prefill_wall;
+    EventTimer timer;
+    for (int i = 0; i < 5; ++i) {
+      StepResult result;
+      timer.start(stream);
+      int64_t t0 = monotonic_ns();
+      runner.forward(prefill_batch, result);
+      double wall = ns_to_ms(monotonic_ns() - t0);
+      double gpu = timer.stop_ms(stream);
+      if (i >= 2) {
+        prefill_wall.push_back(wall);
+        prefill_gpu.push_back(gpu);
+      }
+    }
+    Stats pg = summarize(prefill_gpu), pw = summarize(prefill_wall);
+    prefill_variants[variant.name] = {{"gpu_ms", pg.median}, {"wall_ms", pw.median}};
+    if (vi == 0) {
+      out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
+                        {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
+                        {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
+                        {"kernels", variant.kernels.describe()}};
+    }
+  }
+  out["decode"] = decode_rows;
+  out["prefill"]["variants"] = prefill_variants;
+  out["decode_profiles"] = profiles;
 
   if (!args.get("json").empty()) {
     std::ofstream file(args.get("json"));
@@ -282,21 +383,52 @@ int bench_main(int argc, char** argv) {
   std::printf("\n%s on %s (%d SMs usable): copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s (%s)\n",
               model.c_str(), props.name, runner.sm_count(), bandwidth / 1e12, gemm_rate / 1e12,
               out["gemm_rate_shape"].get<std::string>().c_str());
-  std::printf("%-8s %-5s %-5s %-12s %-12s\n", "shape", "m", "", "cublaslt_ms", "floor_ms");
+  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s\n", "shape", "m", "cublaslt_ms", "gemv_ms",
+              "gemv/cublas", "floor_ms");
   for (const Json& r : gemm_rows) {
-    std::printf("%-8s %-5d %-5s %-12.4f %-12.4f\n", r["shape"].get<std::string>().c_str(),
-                r["m"].get<int>(), "", r["cublaslt_ms"].get<double>(), r["floor_ms"].get<double>());
+    double cublas = r["cublaslt_ms"].get<double>();
+    if (r.contains("gemv_ms")) {
+      double gemv = r["gemv_ms"].get<double>();
+      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.2f %-10.4f\n", r["shape"].get<std::string>().c_str(),
+                  r["m"].get<int>(), cublas, gemv, gemv / cublas, r["floor_ms"].get<double>());
+    } else {
+      std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10.4f\n", r["shape"].get<std::string>().c_str(),
+                  r["m"].get<int>(), cublas, "-", "-", r["floor_ms"].get<double>());
+    }
   }
-  std::printf("%-6s %-12s %-12s %-10s %-8s\n", "batch", "graph_gpu_ms", "forward_ms", "floor_ms",
-              "floor%");
+  for (size_t i = 0; i < profile_tables.size(); ++i) {
+    double total = 0;
+    for (const auto& entry : profile_tables[i]) total += entry.second;
+    std::printf("eager decode step, batch %d, per stage (%s): %.3f ms\n",
+                profiles[i]["batch"].get<int>(), variants[0].name.c_str(), total);
+    for (const auto& [name, ms] : profile_tables[i]) {
+      std::printf("  %-28s %8.3f ms %5.1f%%\n", name.c_str(), ms, 100.0 * ms / total);
+    }
+  }
+  std::printf("%-6s %-10s %-8s", "batch", "floor_ms", "floor%");
+  for (const Variant& v : variants) std::printf(" %-16s", (v.name + "_ms").c_str());
+  for (size_t vi = 1; vi < variants.size(); ++vi) std::printf(" %-10s", ("x" + variants[vi].name).substr(0, 10).c_str());
+  std::printf("\n");
   for (const Json& r : decode_rows) {
     double gpu = r["graph_gpu_ms"].get<double>(), floor = r["floor_ms"].get<double>();
-    std::printf("%-6d %-12.3f %-12.3f %-10.3f %-8.0f\n", r["batch"].get<int>(), gpu,
-                r["forward_wall_ms"].get<double>(), floor, 100.0 * floor / gpu);
+    std::printf("%-6d %-10.3f %-8.0f", r["batch"].get<int>(), floor, 100.0 * floor / gpu);
+    for (const Variant& v : variants) {
+      std::printf(" %-16.3f", r["variants"][v.name]["graph_gpu_ms"].get<double>());
+    }
+    for (size_t vi = 1; vi < variants.size(); ++vi) {
+      std::printf(" %-10.2f", r["variants"][variants[vi].name]["graph_gpu_ms"].get<double>() / gpu);
+    }
+    std::printf("\n");
   }
-  std::printf("prefill %d tokens: %.2f ms GPU, %.2f ms wall; FLOP floor %.2f ms (%.0f%%)\n", prefill,
-              pg.median, pw.median, prefill_flops / gemm_rate * 1e3,
-              100.0 * prefill_flops / gemm_rate * 1e3 / pg.median);
+  const Json& pf = out["prefill"];
+  std::printf("prefill %d tokens: %.2f ms GPU, %.2f ms wall; FLOP floor %.2f ms (%.0f%%)", prefill,
+              pf["gpu_ms"].get<double>(), pf["wall_ms"].get<double>(), prefill_flops / gemm_rate * 1e3,
+              100.0 * prefill_flops / gemm_rate * 1e3 / pf["gpu_ms"].get<double>());
+  for (size_t vi = 1; vi < variants.size(); ++vi) {
+    std::printf("; %s %.2f ms", variants[vi].name.c_str(),
+                prefill_variants[variants[vi].name]["gpu_ms"].get<double>());
+  }
+  std::printf("\n");
   return 0;
 }
 

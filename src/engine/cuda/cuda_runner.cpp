@@ -243,9 +243,11 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const uint64_t layer_kv_elements =
       uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) * uint64_t(block_size_) * uint64_t(c.head_dim);
 
+  mark("");
   launch_embed(weights_.embed_tokens, a.token_ids, tokens, hidden, x, stream_);
   launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
                      act, stream_);
+  mark("embed + norm");
   const int splits =
       attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
 
@@ -255,6 +257,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     bf16* v_cache = k_cache + layer_kv_elements;
 
     linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);
+    mark("qkv linear");
     QkvRopeParams rope;
     rope.qkv = fp32_output(gemm_out_);
     rope.bias = w.qkv_bias;
@@ -273,6 +276,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     rope.k_cache = k_cache;
     rope.v_cache = v_cache;
     launch_qkv_rope_kv(rope, stream_);
+    mark("q/k norm + rope + kv write");
 
     AttentionParams attn;
     attn.q = queries_.as<bf16>();
@@ -297,25 +301,73 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
     attn.out = act;
     launch_paged_attention(attn, stream_);
+    mark("attention");
 
     linear(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width);
+    mark("o linear");
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
                        eps, act, stream_);
+    mark("add + rmsnorm");
     linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
+    mark("gate|up linear");
     launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
+    mark("silu * mul");
     linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
+    mark("down linear");
     if (l + 1 < c.num_layers) {
       launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
                          weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_);
+      mark("add + rmsnorm");
     }
   }
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
   launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
                      weights_.final_norm, eps, final_hidden, stream_);
+  mark("add + rmsnorm");
   linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size, hidden);
+  mark("lm_head");
   launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
                  stream_);
+  mark("sampler");
+}
+
+void CudaRunner::mark(const char* stage) {
+  if (!profiling_) return;
+  cudaEvent_t event = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaEventCreate(&event));
+  marks_.emplace_back(stage, event);
+  GPUFRAC_CUDA_CHECK(cudaEventRecord(event, stream_));
+}
+
+std::vector<std::pair<std::string, double>> CudaRunner::profile_forward(const StepBatch& batch) {
+  StepResult result;
+  profiling_ = true;
+  std::vector<std::pair<std::string, double>> stages;
+  try {
+    forward(batch, result);
+  } catch (...) {
+    profiling_ = false;
+    for (auto& [stage, event] : marks_) cudaEventDestroy(event);
+    marks_.clear();
+    throw;
+  }
+  profiling_ = false;
+  for (size_t i = 1; i < marks_.size(); ++i) {
+    float ms = 0;
+    GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second));
+    std::string name = marks_[i].first;
+    auto it = std::find_if(stages.begin(), stages.end(),
+                           [&](const auto& entry) { return entry.first == name; });
+    if (it == stages.end()) {
+      stages.emplace_back(name, ms);
+    } else {
+      it->second += ms;
+    }
+  }
+  for (auto& [stage, event] : marks_) cudaEventDestroy(event);
+  marks_.clear();
+  return stages;
 }
 
 void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
@@ -326,7 +378,7 @@ void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
   }
   PackedStep packed = inputs_->pack(batch, bucket);
   inputs_->upload(stream_);
-  if (bucket > 0 && !graphs_.empty()) {
+  if (bucket > 0 && !graphs_.empty() && !profiling_) {
     replay_decode_graph(bucket);
   } else {
     // A padded decode step without graphs splits attention exactly as its graph would.

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cuda/attention.h"
@@ -79,6 +80,10 @@ class CudaRunner final : public ModelRunner {
   const CudaKernelChoice& kernels() const { return options_.kernels; }
   // Switches kernels (benchmarks compare them in one process); re-captures the decode graphs.
   void set_kernels(const CudaKernelChoice& kernels);
+  // Runs `batch` once eagerly (no graph) with an event after every stage and returns the GPU
+  // milliseconds per stage name (summed over layers), in order of first appearance. The step's
+  // outputs are computed as by forward() and dropped.
+  std::vector<std::pair<std::string, double>> profile_forward(const StepBatch& batch);
   // Replays the decode graph of `bucket` with the inputs last uploaded (a forward() of a decode
   // step in that bucket must come first): GPU work only, asynchronous on stream().
   void replay_decode_graph(int bucket);
@@ -97,6 +102,8 @@ class CudaRunner final : public ModelRunner {
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   void capture_graphs();
+  // Records an event ending stage `stage` while profile_forward() runs; otherwise nothing.
+  void mark(const char* stage);
   void destroy_graphs();
 
   DeviceWeights weights_;
@@ -127,6 +134,8 @@ class CudaRunner final : public ModelRunner {
   std::unique_ptr<StepInputs> inputs_;
   std::vector<int> buckets_;
   std::vector<cudaGraphExec_t> graphs_;  // parallel to buckets_ (empty without graphs)
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks_;
 };
 
 }  // namespace gpufrac::engine

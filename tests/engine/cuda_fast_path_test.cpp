@@ -1,0 +1,259 @@
+// GPU tests (label gpu) of the CUDA runner's fast kernels against the simple ones they replace,
+// on fresh random inputs with every output poisoned first (NaN bytes), so an unwritten or
+// mis-indexed element fails:
+// - the weight-streaming GEMV (gemv.h) against cuBLASLt, every token count 1..8, bf16 and fp32
+//   outputs, the model's shapes and odd ones;
+// - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
+//   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
+//   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
+//   GQA groups 2, 4 and 8, shuffled block tables.
+// tests/gpu/engine/run runs these first (gtest filter CudaFastPath*) and switches the rest of the
+// suite to GPUFRAC_CUDA_SIMPLE=1 if they fail.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/cuda/attention.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/gemv.h"
+#include "engine/tensor.h"
+
+namespace gpufrac::engine {
+namespace {
+
+std::vector<uint16_t> random_bf16(size_t count, std::mt19937& rng, float stddev) {
+  std::normal_distribution<float> normal(0, stddev);
+  std::vector<uint16_t> out(count);
+  for (uint16_t& v : out) v = float_to_bf16(normal(rng));
+  return out;
+}
+
+DeviceBuffer upload(const void* data, size_t bytes) {
+  DeviceBuffer buffer(std::max<size_t>(bytes, 16), "test input");
+  GPUFRAC_CUDA_CHECK(cudaMemcpy(buffer.data(), data, bytes, cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+template <typename T>
+std::vector<T> download(const DeviceBuffer& buffer, size_t count) {
+  std::vector<T> out(count);
+  GPUFRAC_CUDA_CHECK(cudaMemcpy(out.data(), buffer.data(), count * sizeof(T), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// ||a - b|| / ||b||; infinity when anything is not finite.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+std::vector<float> bf16_to_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+// --- GEMV ---------------------------------------------------------------------------------
+
+void check_gemv(int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CublasLtGemm gemm;
+  std::vector<uint16_t> w = random_bf16(size_t(n) * k, rng, 0.05f);
+  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
+  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  DeviceBuffer y_ref(size_t(kGemvMaxTokens) * n * 4, "reference"), y(size_t(kGemvMaxTokens) * n * 4, "gemv");
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+    for (bool y_bf16 : {false, true}) {
+      const size_t count = size_t(m) * n;
+      GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, size_t(kGemvMaxTokens) * n * 4));  // NaN
+      gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), y_bf16, m, n, k, nullptr);
+      launch_gemv(dx.as<bf16>(), dw.as<bf16>(), y.data(), y_bf16, m, n, k, nullptr);
+      GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<float> got, want;
+      if (y_bf16) {
+        got = bf16_to_floats(download<uint16_t>(y, count));
+        want = bf16_to_floats(download<uint16_t>(y_ref, count));
+      } else {
+        got = download<float>(y, count);
+        want = download<float>(y_ref, count);
+      }
+      double error = relative_error(got, want);
+      EXPECT_LT(error, y_bf16 ? 1e-2 : 1e-4)
+          << "gemv m=" << m << " n=" << n << " k=" << k << (y_bf16 ? " bf16" : " fp32");
+      // The element after the output must stay untouched (poisoned) in the fp32 case.
+      if (!y_bf16 && m < kGemvMaxTokens) {
+        std::vector<float> after = download<float>(y, count + 1);
+        EXPECT_TRUE(std::isnan(after[count])) << "gemv wrote past its output, m=" << m;
+      }
+    }
+  }
+}
+
+TEST(CudaFastPathGemv, MatchesCublasOnQwen3Shapes) {
+  check_gemv(6144, 2560, 1);   // qkv
+  check_gemv(2560, 4096, 2);   // o
+  check_gemv(2560, 9728, 3);   // down
+}
+
+TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
+  check_gemv(1003, 2560, 4);  // features not a multiple of the block's warps
+  check_gemv(37, 24, 5);      // fewer 16-byte chunks than lanes
+  check_gemv(130, 776, 6);    // chunks not a multiple of the unrolled stride
+}
+
+// --- Attention ----------------------------------------------------------------------------
+
+struct SeqSpec {
+  int start = 0;    // positions already in the cache
+  int queries = 1;  // rows this step
+};
+
+struct AttentionCase {
+  int num_heads = 32, num_kv_heads = 8, head_dim = 128;
+  int block_size = 16;
+  std::vector<SeqSpec> seqs;
+  int forced_splits = 0;  // 0: attention_splits for 132 SMs and the longest context
+};
+
+// Runs the simple and the fast kernels on the same random inputs and compares their outputs.
+void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
+  std::mt19937 rng(seed);
+  const int seqs = int(c.seqs.size()), bs = c.block_size, d = c.head_dim;
+  int rows = 0, max_context = 0, max_queries = 1, width = 1;
+  for (const SeqSpec& s : c.seqs) {
+    rows += s.queries;
+    max_context = std::max(max_context, s.start + s.queries);
+    max_queries = std::max(max_queries, s.queries);
+    width = std::max(width, (s.start + s.queries + bs - 1) / bs);
+  }
+  // Every sequence gets `width` distinct blocks in a shuffled pool (plus spare blocks).
+  const int num_blocks = seqs * width + 3;
+  std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> tables(size_t(seqs) * width), token_seq, token_context, query_start;
+  for (int s = 0; s < seqs; ++s) {
+    for (int b = 0; b < width; ++b) tables[size_t(s) * width + b] = pool[size_t(s) * width + b];
+    query_start.push_back(int32_t(token_seq.size()));
+    for (int j = 0; j < c.seqs[size_t(s)].queries; ++j) {
+      token_seq.push_back(s);
+      token_context.push_back(c.seqs[size_t(s)].start + j + 1);
+    }
+  }
+  query_start.push_back(rows);
+  StepHeader header{};
+  header.table_width = width;
+  const size_t kv_elements = size_t(num_blocks) * c.num_kv_heads * bs * d;
+  std::vector<uint16_t> k = random_bf16(kv_elements, rng, 1.0f);
+  std::vector<uint16_t> v = random_bf16(kv_elements, rng, 1.0f);
+  std::vector<uint16_t> q = random_bf16(size_t(rows) * c.num_heads * d, rng, 1.0f);
+
+  DeviceBuffer dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
+  DeviceBuffer dq = upload(q.data(), q.size() * 2);
+  DeviceBuffer dheader = upload(&header, sizeof header);
+  DeviceBuffer dtables = upload(tables.data(), tables.size() * 4);
+  DeviceBuffer dseq = upload(token_seq.data(), token_seq.size() * 4);
+  DeviceBuffer dcontext = upload(token_context.data(), token_context.size() * 4);
+  DeviceBuffer dstart = upload(query_start.data(), query_start.size() * 4);
+
+  AttentionParams p;
+  p.q = dq.as<bf16>();
+  p.k_cache = dk.as<bf16>();
+  p.v_cache = dv.as<bf16>();
+  p.header = dheader.as<StepHeader>();
+  p.block_tables = dtables.as<int32_t>();
+  p.token_seq = dseq.as<int32_t>();
+  p.token_context = dcontext.as<int32_t>();
+  p.seq_query_start = dstart.as<int32_t>();
+  p.num_seqs = seqs;
+  p.max_queries = max_queries;
+  p.rows = rows;
+  p.num_heads = c.num_heads;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = d;
+  p.block_size = bs;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.splits = c.forced_splits > 0
+                 ? c.forced_splits
+                 : attention_splits(rows, c.num_heads, c.num_kv_heads, 132, max_context);
+  const size_t out_elements = size_t(rows) * c.num_heads * d;
+  DeviceBuffer partial_out(out_elements * size_t(p.splits) * 4, "partials");
+  DeviceBuffer partial_lse(size_t(rows) * c.num_heads * size_t(p.splits) * 4, "partial lse");
+  p.partial_out = partial_out.as<float>();
+  p.partial_lse = partial_lse.as<float>();
+
+  std::vector<float> results[2];
+  for (int variant = 0; variant < 2; ++variant) {
+    DeviceBuffer out(out_elements * 2, "attention out");
+    GPUFRAC_CUDA_CHECK(cudaMemset(out.data(), 0xff, out_elements * 2));  // bf16 NaN
+    p.out = out.as<bf16>();
+    p.kernels = variant == 0 ? AttentionKernels::kSimple : AttentionKernels::kFast;
+    launch_paged_attention(p, nullptr);
+    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+    results[variant] = bf16_to_floats(download<uint16_t>(out, out_elements));
+  }
+  double error = relative_error(results[1], results[0]);
+  std::printf("fast attention %s: rows %d, splits %d, max context %d, relative error %.2e\n", what,
+              rows, p.splits, max_context, error);
+  // bf16 outputs (~4e-3 relative rounding) and, in the flash kernel, bf16 probabilities.
+  EXPECT_LT(error, 2e-2) << what;
+}
+
+TEST(CudaFastPathAttention, DecodeRowsMatchSimpleAtManyContexts) {
+  AttentionCase c;
+  for (int context : {1, 2, 15, 16, 17, 63, 64, 65, 300, 2048}) c.seqs.push_back({context - 1, 1});
+  check_attention(c, 11, "decode, auto splits");
+  for (int splits : {1, 3, 32}) {
+    c.forced_splits = splits;
+    check_attention(c, 12 + uint32_t(splits), "decode, forced splits");
+  }
+}
+
+TEST(CudaFastPathAttention, SingleDecodeRowSplitsAcrossTheGrid) {
+  AttentionCase c;
+  c.seqs = {{2047, 1}};
+  check_attention(c, 21, "one decode row at 2048");
+  c.seqs = {{4999, 1}, {30, 1}};
+  check_attention(c, 22, "two decode rows, 5000 and 31");
+}
+
+TEST(CudaFastPathAttention, PromptChunksMatchSimple) {
+  AttentionCase c;
+  c.seqs = {{0, 100}};
+  check_attention(c, 31, "one prompt of 100");
+  c.seqs = {{0, 257}, {50, 37}, {0, kFlashMinQueries}, {9, 1}, {200, 64}, {0, 15}};
+  check_attention(c, 32, "mixed prompts, chunks and decode rows");
+  c.seqs = {{0, 1024}};
+  check_attention(c, 33, "one prompt of 1024");
+}
+
+TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {
+  AttentionCase c;
+  c.seqs = {{0, 130}, {77, 1}, {500, 1}, {31, 40}};
+  c.num_heads = 16;  // group 2 (Qwen3-0.6B)
+  check_attention(c, 41, "16 heads / 8 kv");
+  c.num_heads = 64;  // group 8
+  check_attention(c, 42, "64 heads / 8 kv");
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  check_attention(c, 43, "head_dim 64, 8 heads / 2 kv");
+  c.block_size = 32;
+  check_attention(c, 44, "head_dim 64, block size 32");
+}
+
+}  // namespace
+}  // namespace gpufrac::engine
