@@ -9,7 +9,9 @@ namespace {
 constexpr size_t kInitialCapacity = 256;
 }
 
-AllocationTable::~AllocationTable() { free(records_); }
+AllocationTable::~AllocationTable() {
+  free(records_);
+}
 
 size_t AllocationTable::home(uint64_t key) const {
   uint64_t x = key + 0x9e3779b97f4a7c15ull;  // splitmix64 finalizer

@@ -35,7 +35,9 @@ bool is_variant_suffix(const char* rest) {
 
 const EntryPoint kEntryPoints[int(EntryId::kCount)] = {
 #define GPUFRAC_MEMCAP_ROW(symbol, base, version, per_thread, library, hooked) \
-  {#symbol, base, version, per_thread, Library::library, GPUFRAC_MEMCAP_HOOK_ADDRESS_##hooked(symbol)},
+  {#symbol,          base,                                                     \
+   version,          per_thread,                                               \
+   Library::library, GPUFRAC_MEMCAP_HOOK_ADDRESS_##hooked(symbol)},
     GPUFRAC_MEMCAP_ENTRY_POINTS(GPUFRAC_MEMCAP_ROW)
 #undef GPUFRAC_MEMCAP_ROW
 };

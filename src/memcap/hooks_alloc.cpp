@@ -19,7 +19,7 @@ using namespace gpufrac::memcap;
 
 namespace {
 
-constexpr int kPoolOnHost = -1;        // pinned host memory: not counted
+constexpr int kPoolOnHost = -1;          // pinned host memory: not counted
 constexpr int kPoolOnStreamDevice = -2;  // no fixed location: counted on the stream's device
 constexpr uint64_t kPitchAlignmentGuess = 512;
 
@@ -158,8 +158,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   if (!cap_requested()) return real(dptr, bytes, flags);
   // Counted on the current device whether or not the pages ever migrate there.
-  return allocate_counted(current_device(), bytes, dptr,
-                          [&] { return real(dptr, bytes, flags); });
+  return allocate_counted(current_device(), bytes, dptr, [&] { return real(dptr, bytes, flags); });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
@@ -173,7 +172,8 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
     return real(dptr, pitch, width, height, element_bytes);
   }
   // The pitch is known only afterwards: reserve a likely upper bound, then settle the difference.
-  uint64_t padded_width = (uint64_t(width) + kPitchAlignmentGuess - 1) & ~(kPitchAlignmentGuess - 1);
+  uint64_t padded_width =
+      (uint64_t(width) + kPitchAlignmentGuess - 1) & ~(kPitchAlignmentGuess - 1);
   uint64_t estimate = saturating_multiply(padded_width, height);
   if (!reserve_bytes(device, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult result = real(dptr, pitch, width, height, element_bytes);
@@ -221,38 +221,38 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int
 
 // --- stream-ordered allocation ---
 
-#define GPUFRAC_MEMCAP_ALLOC_ASYNC(name)                                                   \
-  CUresult name(CUdeviceptr* dptr, size_t bytes, CUstream stream) {                        \
-    auto real = REAL(name);                                                                \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                \
-    if (!cap_requested()) return real(dptr, bytes, stream);                                \
-    return allocate_counted(stream_device(stream), bytes, dptr,                            \
-                            [&] { return real(dptr, bytes, stream); });                    \
+#define GPUFRAC_MEMCAP_ALLOC_ASYNC(name)                                \
+  CUresult name(CUdeviceptr* dptr, size_t bytes, CUstream stream) {     \
+    auto real = REAL(name);                                             \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;             \
+    if (!cap_requested()) return real(dptr, bytes, stream);             \
+    return allocate_counted(stream_device(stream), bytes, dptr,         \
+                            [&] { return real(dptr, bytes, stream); }); \
   }
 GPUFRAC_MEMCAP_ALLOC_ASYNC(cuMemAllocAsync)
 GPUFRAC_MEMCAP_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
 #undef GPUFRAC_MEMCAP_ALLOC_ASYNC
 
-#define GPUFRAC_MEMCAP_ALLOC_FROM_POOL(name)                                                \
-  CUresult name(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {      \
-    auto real = REAL(name);                                                                 \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                 \
-    if (!cap_requested()) return real(dptr, bytes, pool, stream);                           \
-    return allocate_counted(pool_device(pool, stream), bytes, dptr,                         \
-                            [&] { return real(dptr, bytes, pool, stream); });               \
+#define GPUFRAC_MEMCAP_ALLOC_FROM_POOL(name)                                           \
+  CUresult name(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) { \
+    auto real = REAL(name);                                                            \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                            \
+    if (!cap_requested()) return real(dptr, bytes, pool, stream);                      \
+    return allocate_counted(pool_device(pool, stream), bytes, dptr,                    \
+                            [&] { return real(dptr, bytes, pool, stream); });          \
   }
 GPUFRAC_MEMCAP_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
 GPUFRAC_MEMCAP_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
 #undef GPUFRAC_MEMCAP_ALLOC_FROM_POOL
 
-#define GPUFRAC_MEMCAP_FREE_ASYNC(name)                                                     \
-  CUresult name(CUdeviceptr ptr, CUstream stream) {                                         \
-    auto real = REAL(name);                                                                 \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                 \
-    if (!cap_requested()) return real(ptr, stream);                                         \
-    /* The bytes come back when the free is enqueued: later stream-ordered allocations */   \
-    /* may reuse them at once, so the cap must let them. */                                 \
-    return free_counted(ptr, [&] { return real(ptr, stream); });                           \
+#define GPUFRAC_MEMCAP_FREE_ASYNC(name)                                                   \
+  CUresult name(CUdeviceptr ptr, CUstream stream) {                                       \
+    auto real = REAL(name);                                                               \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                               \
+    if (!cap_requested()) return real(ptr, stream);                                       \
+    /* The bytes come back when the free is enqueued: later stream-ordered allocations */ \
+    /* may reuse them at once, so the cap must let them. */                               \
+    return free_counted(ptr, [&] { return real(ptr, stream); });                          \
   }
 GPUFRAC_MEMCAP_FREE_ASYNC(cuMemFreeAsync)
 GPUFRAC_MEMCAP_FREE_ASYNC(cuMemFreeAsync_ptsz)
@@ -270,28 +270,28 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   return result;
 }
 
-#define GPUFRAC_MEMCAP_DEVICE_POOL(name)                                                    \
-  CUresult name(CUmemoryPool* pool, CUdevice device) {                                      \
-    auto real = REAL(name);                                                                 \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                 \
-    CUresult result = real(pool, device);                                                   \
-    if (result == CUDA_SUCCESS && pool != nullptr) {                                        \
-      CUmemLocation location = {CU_MEM_LOCATION_TYPE_DEVICE, device};                       \
-      record_pool(*pool, &location);                                                        \
-    }                                                                                       \
-    return result;                                                                          \
+#define GPUFRAC_MEMCAP_DEVICE_POOL(name)                              \
+  CUresult name(CUmemoryPool* pool, CUdevice device) {                \
+    auto real = REAL(name);                                           \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;           \
+    CUresult result = real(pool, device);                             \
+    if (result == CUDA_SUCCESS && pool != nullptr) {                  \
+      CUmemLocation location = {CU_MEM_LOCATION_TYPE_DEVICE, device}; \
+      record_pool(*pool, &location);                                  \
+    }                                                                 \
+    return result;                                                    \
   }
 GPUFRAC_MEMCAP_DEVICE_POOL(cuDeviceGetDefaultMemPool)
 GPUFRAC_MEMCAP_DEVICE_POOL(cuDeviceGetMemPool)
 #undef GPUFRAC_MEMCAP_DEVICE_POOL
 
-#define GPUFRAC_MEMCAP_LOCATION_POOL(name)                                                  \
-  CUresult name(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type) {    \
-    auto real = REAL(name);                                                                 \
-    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                 \
-    CUresult result = real(pool, location, type);                                           \
-    if (result == CUDA_SUCCESS && pool != nullptr) record_pool(*pool, location);            \
-    return result;                                                                          \
+#define GPUFRAC_MEMCAP_LOCATION_POOL(name)                                               \
+  CUresult name(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type) { \
+    auto real = REAL(name);                                                              \
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                              \
+    CUresult result = real(pool, location, type);                                        \
+    if (result == CUDA_SUCCESS && pool != nullptr) record_pool(*pool, location);         \
+    return result;                                                                       \
   }
 GPUFRAC_MEMCAP_LOCATION_POOL(cuMemGetDefaultMemPool)
 GPUFRAC_MEMCAP_LOCATION_POOL(cuMemGetMemPool)

@@ -26,9 +26,8 @@ constinit std::atomic<int> g_nvml_ordinals[kCachedNvmlDevices] = {};  // ordinal
 
 void format_uuid(const CUuuid& uuid, char* out, size_t size) {
   const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  snprintf(out, size,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+  snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
            b[15]);
 }
 
@@ -42,8 +41,8 @@ int cuda_ordinal_by_uuid(const char* nvml_uuid) {
   auto get_uuid = REAL(cuDeviceGetUuid_v2);
   if (get_uuid == nullptr) get_uuid = REAL(cuDeviceGetUuid);
   int count = 0;
-  if (init == nullptr || count_devices == nullptr || get_device == nullptr ||
-      get_uuid == nullptr || init(0) != CUDA_SUCCESS || count_devices(&count) != CUDA_SUCCESS) {
+  if (init == nullptr || count_devices == nullptr || get_device == nullptr || get_uuid == nullptr ||
+      init(0) != CUDA_SUCCESS || count_devices(&count) != CUDA_SUCCESS) {
     return -1;
   }
   for (int i = 0; i < count; ++i) {

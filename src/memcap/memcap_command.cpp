@@ -44,8 +44,7 @@ std::string executable_dir() {
 
 std::string find_library() {
   std::string dir = executable_dir();
-  std::vector<std::string> candidates = {dir + "/" + kLibraryName,
-                                         dir + "/../lib/" + kLibraryName};
+  std::vector<std::string> candidates = {dir + "/" + kLibraryName, dir + "/../lib/" + kLibraryName};
   for (const std::string& candidate : candidates) {
     char resolved[PATH_MAX];
     if (access(candidate.c_str(), R_OK) == 0 && realpath(candidate.c_str(), resolved)) {
@@ -81,7 +80,8 @@ int memcap_command(int argc, char** argv) {
       "gpufrac memcap --bytes SIZE [--tenant NAME] [--state-dir DIR] -- COMMAND [ARGS...]",
       "Runs COMMAND with a hard cap on the GPU memory it may allocate, through the preloaded\n"
       "libgpufrac_memcap.so. Allocations past the cap fail with CUDA_ERROR_OUT_OF_MEMORY (torch:\n"
-      "an OutOfMemoryError), and cudaMemGetInfo / torch.cuda.mem_get_info / NVML report the cap as\n"
+      "an OutOfMemoryError), and cudaMemGetInfo / torch.cuda.mem_get_info / NVML report the cap "
+      "as\n"
       "the total and the cap minus what is in use as free, so engines that size themselves from\n"
       "the GPU (vLLM's --gpu-memory-utilization) size themselves from the cap. Processes the\n"
       "command starts inherit the cap and share it.");
@@ -128,14 +128,14 @@ int memcap_command(int argc, char** argv) {
     throw UsageError("give the command to run after '--': gpufrac memcap --bytes 10G -- COMMAND");
   }
   std::string bytes = args.get("bytes");
-  std::string tenant = args.given("tenant") ? args.get("tenant")
-                                            : "memcap-" + std::to_string(getpid());
+  std::string tenant =
+      args.given("tenant") ? args.get("tenant") : "memcap-" + std::to_string(getpid());
   std::string state_dir = args.get("state-dir");
   memcap::MemcapConfig config;
   char error[1024];
-  if (bytes.empty() || !memcap::parse_memcap_config(bytes.c_str(), tenant.c_str(),
-                                                    state_dir.c_str(), nullptr, &config, error,
-                                                    sizeof error)) {
+  if (bytes.empty() ||
+      !memcap::parse_memcap_config(bytes.c_str(), tenant.c_str(), state_dir.c_str(), nullptr,
+                                   &config, error, sizeof error)) {
     throw UsageError(bytes.empty() ? "--bytes needs a size, e.g. --bytes 10G"
                                    : in_flag_terms(error));
   }

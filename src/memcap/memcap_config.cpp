@@ -11,9 +11,13 @@ namespace {
 
 constexpr const char* kSizeHelp = "a size like 10G, 512M or 1073741824";
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
+}
 
 void trim(const char** begin, const char** end) {
   while (*begin < *end && is_space(**begin)) ++*begin;
@@ -63,8 +67,8 @@ bool parse_caps(const char* text, MemcapConfig* config, char* error, size_t erro
     uint64_t bytes = 0;
     if (!eq || !parse_ordinal(item, eq, &ordinal) || ordinal >= kMaxDevices) {
       snprintf(error, error_size,
-               "%s='%s': '%.*s' is not DEVICE=SIZE with DEVICE 0..%d (e.g. 0=10G,1=20G)",
-               kEnvBytes, text, int(item_end - item), item, kMaxDevices - 1);
+               "%s='%s': '%.*s' is not DEVICE=SIZE with DEVICE 0..%d (e.g. 0=10G,1=20G)", kEnvBytes,
+               text, int(item_end - item), item, kMaxDevices - 1);
       return false;
     }
     if (!parse_byte_size(eq + 1, size_t(item_end - eq - 1), &bytes) || bytes > kMaxCapBytes) {
@@ -126,11 +130,20 @@ bool parse_byte_size(const char* text, size_t length, uint64_t* bytes) {
   double scale = 1;
   if (unit_length == 1) {
     switch (unit[0]) {
-      case 'k': scale = 1024.0; break;
-      case 'm': scale = 1024.0 * 1024; break;
-      case 'g': scale = 1024.0 * 1024 * 1024; break;
-      case 't': scale = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return false;
+      case 'k':
+        scale = 1024.0;
+        break;
+      case 'm':
+        scale = 1024.0 * 1024;
+        break;
+      case 'g':
+        scale = 1024.0 * 1024 * 1024;
+        break;
+      case 't':
+        scale = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        return false;
     }
   } else if (unit_length != 0) {
     return false;

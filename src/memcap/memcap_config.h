@@ -3,8 +3,9 @@
 //   GPUFRAC_MEMCAP_BYTES      the cap: one size for every visible device ("10G"), or per device
 //                             ordinal as CUDA numbers them in the process ("0=10G,1=20G"; devices
 //                             not listed are not capped). Sizes: bytes or K/M/G/T (powers of
-//                             1024, "GiB"/"GB" read the same), like CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
-//                             Unset or empty: no cap, the shim passes every call through.
+//                             1024, "GiB"/"GB" read the same), like
+//                             CUDA_MPS_PINNED_DEVICE_MEM_LIMIT. Unset or empty: no cap, the shim
+//                             passes every call through.
 //   GPUFRAC_MEMCAP_TENANT     processes with the same tenant (and state dir) share one cap
 //                             [default: "default"]; letters, digits, '.', '_' and '-'.
 //   GPUFRAC_MEMCAP_STATE_DIR  where the tenants' shared ledgers live
@@ -20,7 +21,7 @@
 
 namespace gpufrac::memcap {
 
-inline constexpr int kMaxDevices = 32;            // device ordinals 0..31
+inline constexpr int kMaxDevices = 32;  // device ordinals 0..31
 inline constexpr int kMaxTenantLength = 64;
 inline constexpr int kMaxStateDirLength = 1024;
 inline constexpr uint64_t kMaxCapBytes = uint64_t(1) << 44;  // 16 TiB, the ledger's field width
@@ -32,10 +33,10 @@ inline constexpr const char* kEnvVerbose = "GPUFRAC_MEMCAP_VERBOSE";
 inline constexpr const char* kDefaultTenant = "default";
 
 struct MemcapConfig {
-  bool enabled;                      // a cap was asked for
-  bool one_cap_for_all;              // GPUFRAC_MEMCAP_BYTES was a single size
+  bool enabled;          // a cap was asked for
+  bool one_cap_for_all;  // GPUFRAC_MEMCAP_BYTES was a single size
   bool device_capped[kMaxDevices];
-  uint64_t cap_bytes[kMaxDevices];   // meaningful where device_capped
+  uint64_t cap_bytes[kMaxDevices];  // meaningful where device_capped
   char tenant[kMaxTenantLength + 1];
   char state_dir[kMaxStateDirLength];
   bool verbose;
@@ -44,8 +45,7 @@ struct MemcapConfig {
 // Fills `config` from the four values (nullptr = unset). On a bad value returns false and writes
 // one line to `error` naming the variable, what is wrong and an example of a good value.
 bool parse_memcap_config(const char* bytes, const char* tenant, const char* state_dir,
-                         const char* verbose, MemcapConfig* config, char* error,
-                         size_t error_size);
+                         const char* verbose, MemcapConfig* config, char* error, size_t error_size);
 
 // parse_memcap_config() on this process's environment.
 bool read_memcap_config(MemcapConfig* config, char* error, size_t error_size);

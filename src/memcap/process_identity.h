@@ -17,7 +17,9 @@ inline constexpr uint64_t kIdentityFlagBit = uint64_t(1) << 63;
 inline uint64_t make_identity(pid_t pid, uint64_t start_ticks) {
   return (uint64_t(uint32_t(pid) & 0x7fffffffu) << 32) | (start_ticks & 0xffffffffu);
 }
-inline pid_t identity_pid(uint64_t identity) { return pid_t((identity >> 32) & 0x7fffffffu); }
+inline pid_t identity_pid(uint64_t identity) {
+  return pid_t((identity >> 32) & 0x7fffffffu);
+}
 
 // The start time of a process; false if /proc/PID/stat cannot be read or parsed. `zombie` tells
 // whether it has exited and waits to be reaped (state Z or X).

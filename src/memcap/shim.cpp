@@ -96,8 +96,7 @@ const MemcapConfig& config() {
 }
 
 bool device_capped(int device) {
-  return config().enabled && device >= 0 && device < kMaxDevices &&
-         g_config.device_capped[device];
+  return config().enabled && device >= 0 && device < kMaxDevices && g_config.device_capped[device];
 }
 
 void say(const char* format, ...) {
@@ -180,14 +179,16 @@ bool reserve_bytes(int device, uint64_t bytes) {
     format_size(bytes, asked, sizeof asked);
     format_size(g_ledger.value.used(device), used, sizeof used);
     format_size(cap, limit, sizeof limit);
-    say("out of memory on device %d: %s asked, tenant '%s' holds %s of its %s cap%s", device,
-        asked, g_config.tenant, used, limit,
+    say("out of memory on device %d: %s asked, tenant '%s' holds %s of its %s cap%s", device, asked,
+        g_config.tenant, used, limit,
         g_config.verbose ? "" : " (GPUFRAC_MEMCAP_VERBOSE=1 logs every refusal)");
   }
   return false;
 }
 
-void release_bytes(int device, uint64_t bytes) { g_ledger.value.release(device, bytes); }
+void release_bytes(int device, uint64_t bytes) {
+  g_ledger.value.release(device, bytes);
+}
 
 void clamp_report(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
   uint64_t cap = 0;
@@ -208,10 +209,18 @@ void clamp_report(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = free < total ? free : total;
 }
 
-GuardedTable& pointer_table() { return g_pointers.value; }
-GuardedTable& handle_table() { return g_handles.value; }
-GuardedTable& mapping_table() { return g_mappings.value; }
-GuardedTable& pool_table() { return g_pools.value; }
+GuardedTable& pointer_table() {
+  return g_pointers.value;
+}
+GuardedTable& handle_table() {
+  return g_handles.value;
+}
+GuardedTable& mapping_table() {
+  return g_mappings.value;
+}
+GuardedTable& pool_table() {
+  return g_pools.value;
+}
 
 AllocationRecord* insert_record(TableLock& locked, uint64_t key, bool* existed) {
   if (!locked.table().reserve_one()) {

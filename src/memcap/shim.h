@@ -21,7 +21,9 @@
 namespace gpufrac::memcap {
 
 const MemcapConfig& config();
-inline bool cap_requested() { return config().enabled; }
+inline bool cap_requested() {
+  return config().enabled;
+}
 bool device_capped(int device);
 
 // CUDA_SUCCESS when capping works (or no cap was asked for), else CUDA_ERROR_NOT_PERMITTED.

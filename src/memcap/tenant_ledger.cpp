@@ -20,7 +20,9 @@ constexpr int kBytesBits = 44;
 constexpr uint64_t kBytesMask = (uint64_t(1) << kBytesBits) - 1;
 constexpr uint64_t kMagic = 0x3176'6c65'646c'6367ull;  // "gcldlev1"
 
-uint64_t counter_bytes(uint64_t word) { return word & kBytesMask; }
+uint64_t counter_bytes(uint64_t word) {
+  return word & kBytesMask;
+}
 uint64_t next_counter(uint64_t word, uint64_t bytes) {
   return (((word >> kBytesBits) + 1) << kBytesBits) | (bytes & kBytesMask);
 }
@@ -55,10 +57,10 @@ struct LedgerFile {
   LedgerSlot slots[kMaxTenantProcesses];
 };
 
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "the ledger needs lock-free 64-bit atomics");
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "the ledger needs lock-free 64-bit atomics");
 
-bool TenantLedger::open(const char* state_dir, const char* tenant, char* error,
-                        size_t error_size) {
+bool TenantLedger::open(const char* state_dir, const char* tenant, char* error, size_t error_size) {
   close();
   if (mkdir(state_dir, 0700) != 0 && errno != EEXIST) {
     snprintf(error, error_size, "cannot create %s='%s': %s (point it at a writable directory)",
@@ -73,9 +75,9 @@ bool TenantLedger::open(const char* state_dir, const char* tenant, char* error,
     return false;
   }
   struct stat st;
-  bool sized = fstat(fd, &st) == 0 &&
-               (st.st_size == off_t(sizeof(LedgerFile)) ||
-                (st.st_size == 0 && ftruncate(fd, off_t(sizeof(LedgerFile))) == 0));
+  bool sized =
+      fstat(fd, &st) == 0 && (st.st_size == off_t(sizeof(LedgerFile)) ||
+                              (st.st_size == 0 && ftruncate(fd, off_t(sizeof(LedgerFile))) == 0));
   if (!sized) {
     snprintf(error, error_size,
              "the tenant ledger %s has an unexpected size (another gpufrac version?); remove it "
@@ -196,7 +198,9 @@ uint64_t TenantLedger::own_reserved(int device) const {
   return index < 0 ? 0 : file_->slots[index].reserved[device].load();
 }
 
-int TenantLedger::reclaim_dead_processes() { return reclaim(/*claiming=*/false); }
+int TenantLedger::reclaim_dead_processes() {
+  return reclaim(/*claiming=*/false);
+}
 
 int TenantLedger::reclaim(bool claiming) {
   const uint64_t me = identity();

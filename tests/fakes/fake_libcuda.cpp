@@ -2,6 +2,8 @@
 // Memory is real host memory (anonymous mappings, committed only when touched); a device's usage
 // is charged against its fixed size like a GPU's. Linked with -Bsymbolic: calls between its own
 // entry points never reach an interposer.
+#include "fakes/fake_libcuda.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,8 +13,6 @@
 #include <mutex>
 #include <unordered_map>
 #include <vector>
-
-#include "fakes/fake_libcuda.h"
 
 namespace {
 
@@ -84,9 +84,13 @@ struct ReleaseAtExit {
   }
 } g_release_at_exit;
 
-const FakeGpuConfig& gpu() { return fake_gpu_config(); }
+const FakeGpuConfig& gpu() {
+  return fake_gpu_config();
+}
 
-bool valid_device(int device) { return device >= 0 && device < gpu().devices; }
+bool valid_device(int device) {
+  return device >= 0 && device < gpu().devices;
+}
 
 CUresult current_context(FakeContext** context) {
   if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -98,8 +102,8 @@ CUresult current_context(FakeContext** context) {
 // Takes `bytes` of device memory, as the GPU would: out of memory past its size.
 CUresult charge(int device, uint64_t bytes) {
   if (gpu().alloc_delay_us > 0) usleep(useconds_t(gpu().alloc_delay_us));
-  uint64_t capacity = gpu().total_bytes > gpu().others_bytes
-                          ? gpu().total_bytes - gpu().others_bytes : 0;
+  uint64_t capacity =
+      gpu().total_bytes > gpu().others_bytes ? gpu().total_bytes - gpu().others_bytes : 0;
   std::atomic<uint64_t>& used = gpu().usage->used[device];
   uint64_t now = used.load();
   do {
@@ -185,8 +189,8 @@ CUresult allocate_from_pool(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, C
   FakeContext* context = nullptr;
   if (CUresult result = current_context(&context); result != CUDA_SUCCESS) return result;
   auto* fake_pool = reinterpret_cast<FakePool*>(pool);
-  int device = fake_pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? fake_pool->location.id
-                                                                        : -1;
+  int device =
+      fake_pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? fake_pool->location.id : -1;
   (void)stream;
   return allocate(dptr, size, device, context);
 }
@@ -239,7 +243,9 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) { return cuDeviceGetUuid(uuid, device); }
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) {
+  return cuDeviceGetUuid(uuid, device);
+}
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
   if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;
@@ -459,7 +465,9 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) { return CUDA_SUCCESS; }
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  return CUDA_SUCCESS;
+}
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
@@ -523,9 +531,9 @@ CUresult cuStreamGetDevice_ptsz(CUstream stream, CUdevice* device) {
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   FakeContext* context = nullptr;
   if (CUresult result = current_context(&context); result != CUDA_SUCCESS) return result;
-  return allocate_from_pool(dptr, bytes,
-                            reinterpret_cast<CUmemoryPool>(&g_default_pools[stream_device_of(stream)]),
-                            stream);
+  return allocate_from_pool(
+      dptr, bytes, reinterpret_cast<CUmemoryPool>(&g_default_pools[stream_device_of(stream)]),
+      stream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
@@ -543,9 +551,13 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryP
   return cuMemAllocFromPoolAsync(dptr, bytes, pool, stream);
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { return release_pointer(ptr); }
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  return release_pointer(ptr);
+}
 
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) { return release_pointer(ptr); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
+  return release_pointer(ptr);
+}
 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   if (!g_initialized) return CUDA_ERROR_NOT_INITIALIZED;

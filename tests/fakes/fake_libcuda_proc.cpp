@@ -27,9 +27,11 @@ struct ProcEntry {
   void* internal;
 };
 
-#define FAKE_PROC(base, version, per_thread, fn) \
-  {base, version, per_thread, reinterpret_cast<void*>(&fn), \
-   reinterpret_cast<void*>(&Private<decltype(fn), &fn>::call)}
+#define FAKE_PROC(base, version, per_thread, fn)                   \
+  {                                                                \
+    base, version, per_thread, reinterpret_cast<void*>(&fn),       \
+        reinterpret_cast<void*>(&Private<decltype(fn), &fn>::call) \
+  }
 
 const ProcEntry kTable[] = {
     FAKE_PROC("cuInit", 2000, false, cuInit),

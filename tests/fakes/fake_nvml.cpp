@@ -14,7 +14,9 @@ struct FakeNvmlDevice {
 FakeNvmlDevice g_devices[kFakeMaxDevices];
 bool g_initialized = false;
 
-FakeNvmlDevice* fake(nvmlDevice_t device) { return reinterpret_cast<FakeNvmlDevice*>(device); }
+FakeNvmlDevice* fake(nvmlDevice_t device) {
+  return reinterpret_cast<FakeNvmlDevice*>(device);
+}
 
 void read_memory(nvmlDevice_t device, unsigned long long* total, unsigned long long* free,
                  unsigned long long* used) {
@@ -61,10 +63,9 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int len
   if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
   CUuuid bytes = fake_device_uuid(fake(device)->cuda_device);
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.bytes);
-  snprintf(uuid, length,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
+  snprintf(uuid, length, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+           b[14], b[15]);
   return NVML_SUCCESS;
 }
 

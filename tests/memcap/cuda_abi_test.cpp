@@ -1,11 +1,12 @@
 // memcap/cuda_abi.h restates part of the CUDA driver ABI so the shim builds without the toolkit;
 // where the toolkit is installed, its layouts and constants must agree (the prototypes are
 // compared at compile time by cuda_abi_check.cpp).
+#include "memcap/cuda_abi.h"
+
 #include <gtest/gtest.h>
 
 #include "cuda_abi_facts.h"
 #include "fakes/fake_libcuda.h"
-#include "memcap/cuda_abi.h"
 
 namespace {
 

@@ -21,8 +21,8 @@ struct Parsed {
 Parsed parse(const char* bytes, const char* tenant = nullptr, const char* state_dir = nullptr) {
   Parsed parsed;
   char error[1024];
-  parsed.ok = parse_memcap_config(bytes, tenant, state_dir, nullptr, &parsed.config, error,
-                                  sizeof error);
+  parsed.ok =
+      parse_memcap_config(bytes, tenant, state_dir, nullptr, &parsed.config, error, sizeof error);
   parsed.error = error;
   return parsed;
 }
@@ -55,8 +55,8 @@ TEST(MemcapConfig, PerDeviceCapsOnlyListedDevices) {
 }
 
 TEST(MemcapConfig, BadCapsNameTheVariableAndTheFix) {
-  for (const char* bad : {"abc", "10X", "0=", "=5G", "0=5G,", "0=5G,0=6G", "32=1G", "0=1G,x=2G",
-                          "20T"}) {
+  for (const char* bad :
+       {"abc", "10X", "0=", "=5G", "0=5G,", "0=5G,0=6G", "32=1G", "0=1G,x=2G", "20T"}) {
     Parsed p = parse(bad);
     EXPECT_FALSE(p.ok) << bad;
     EXPECT_NE(p.error.find("GPUFRAC_MEMCAP_BYTES"), std::string::npos) << p.error;

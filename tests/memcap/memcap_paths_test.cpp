@@ -21,39 +21,40 @@ TEST_P(MemcapPaths, EveryPathIsCappedTheSame) {
   const auto& [api, table] = GetParam();
   MemcapSandbox sandbox;
   ProgramResult r = sandbox.probe(
-      {"--api", api, "init", "alloc", "40M", "alloc", "40M", "async", "16M", "pool", "16M",
-       "create", "16M", "free", "0", "create", "32M", "map", "0", "release", "0", "pool", "24M",
-       "unmap", "0", "pool", "24M", "info"},
+      {"--api", api,      "init", "alloc", "40M", "alloc",  "40M", "async", "16M", "pool",
+       "16M",   "create", "16M",  "free",  "0",   "create", "32M", "map",   "0",   "release",
+       "0",     "pool",   "24M",  "unmap", "0",   "pool",   "24M", "info"},
       "64M", {{"FAKE_CUDA_PROC_TABLE", table}});
   EXPECT_EQ(r.lines, (Lines{"init ok", "alloc 40M ok", "alloc 40M oom", "async 16M ok",
                             "pool 16M oom", "create 16M oom", "free 0 ok", "create 32M ok",
-                            "map 0 ok", "release 0 ok", "pool 24M oom", "unmap 0 ok",
-                            "pool 24M ok", "info free=25165824 total=67108864"}))
+                            "map 0 ok", "release 0 ok", "pool 24M oom", "unmap 0 ok", "pool 24M ok",
+                            "info free=25165824 total=67108864"}))
       << r.stderr_text;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ApisAndProcTables, MemcapPaths,
-    ::testing::Combine(::testing::Values("direct", "dlsym", "procaddress", "procaddress-self"),
-                       ::testing::Values("exported", "private")),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-      for (char& c : name) c = c == '-' ? '_' : c;
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(ApisAndProcTables, MemcapPaths,
+                         ::testing::Combine(::testing::Values("direct", "dlsym", "procaddress",
+                                                              "procaddress-self"),
+                                            ::testing::Values("exported", "private")),
+                         [](const auto& info) {
+                           std::string name =
+                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 // A driver newer than the shim may hand out a variant the shim cannot wrap: refusing it beats
 // handing it out uncapped.
 TEST(MemcapPathsRefuse, UnknownVariantsOfCappedFunctions) {
   MemcapSandbox sandbox;
   Environment newer = {{"FAKE_CUDA_NEWER_MEMALLOC", "1"}};
-  ProgramResult r = sandbox.probe({"lookup", "cuMemAlloc", "13000", "lookup", "cuMemAlloc",
-                                   "12000", "dlsym", "cuMemAlloc_v3", "dlsym", "cuMemAlloc_v2",
-                                   "dlsym", "cuMemAllocHost_v2"},
-                                  "1G", newer);
-  EXPECT_EQ(r.lines, (Lines{"lookup cuMemAlloc 13000 not_supported", "lookup cuMemAlloc 12000 ok found",
-                            "dlsym cuMemAlloc_v3 missing", "dlsym cuMemAlloc_v2 found",
-                            "dlsym cuMemAllocHost_v2 missing"}))
+  ProgramResult r =
+      sandbox.probe({"lookup", "cuMemAlloc", "13000", "lookup", "cuMemAlloc", "12000", "dlsym",
+                     "cuMemAlloc_v3", "dlsym", "cuMemAlloc_v2", "dlsym", "cuMemAllocHost_v2"},
+                    "1G", newer);
+  EXPECT_EQ(r.lines, (Lines{"lookup cuMemAlloc 13000 not_supported",
+                            "lookup cuMemAlloc 12000 ok found", "dlsym cuMemAlloc_v3 missing",
+                            "dlsym cuMemAlloc_v2 found", "dlsym cuMemAllocHost_v2 missing"}))
       << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("'cuMemAlloc' for CUDA 13000 is a variant this memcap does not "
                                "know"),

@@ -48,13 +48,20 @@ struct Options {
 
 const char* result_name(CUresult result) {
   switch (result) {
-    case CUDA_SUCCESS: return "ok";
-    case CUDA_ERROR_OUT_OF_MEMORY: return "oom";
-    case CUDA_ERROR_NOT_PERMITTED: return "not_permitted";
-    case CUDA_ERROR_NOT_SUPPORTED: return "not_supported";
-    case CUDA_ERROR_INVALID_VALUE: return "invalid_value";
-    case CUDA_ERROR_NOT_INITIALIZED: return "not_initialized";
-    case CUDA_ERROR_INVALID_CONTEXT: return "invalid_context";
+    case CUDA_SUCCESS:
+      return "ok";
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return "oom";
+    case CUDA_ERROR_NOT_PERMITTED:
+      return "not_permitted";
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return "not_supported";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "invalid_value";
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "not_initialized";
+    case CUDA_ERROR_INVALID_CONTEXT:
+      return "invalid_context";
     default: {
       static char text[32];
       snprintf(text, sizeof text, "error%d", result);
@@ -196,7 +203,9 @@ void Probe::line(const char* format, ...) {
   fflush(stdout);
 }
 
-size_t parse_size(const char* text) { return size_t(gpufrac::parse_bytes(text, "size")); }
+size_t parse_size(const char* text) {
+  return size_t(gpufrac::parse_bytes(text, "size"));
+}
 
 void Probe::run(char** argv, int first, int last, const char* prefix) {
   prefix_ = prefix;
@@ -217,8 +226,10 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       CUresult result = d_.init(0);
       if (result == CUDA_SUCCESS) result = d_.retain_primary(&context, device);
       if (result == CUDA_SUCCESS) result = d_.set_current(context);
-      if (step == "init") line("init %s", result_name(result));
-      else line("device %d %s", device, result_name(result));
+      if (step == "init")
+        line("init %s", result_name(result));
+      else
+        line("device %d %s", device, result_name(result));
     } else if (step == "alloc" || step == "managed" || step == "async" || step == "pool" ||
                step == "devpool" || step == "hostpool") {
       const char* size_text = next(i);
@@ -252,7 +263,8 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
     } else if (step == "alloc32") {
       const char* size_text = next(i);
       CUdeviceptr_v1 ptr = 0;
-      line("alloc32 %s %s", size_text, result_name(alloc32_(&ptr, unsigned(parse_size(size_text)))));
+      line("alloc32 %s %s", size_text,
+           result_name(alloc32_(&ptr, unsigned(parse_size(size_text)))));
     } else if (step == "pitch") {
       const char* width = next(i);
       const char* height = next(i);
@@ -263,7 +275,8 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       line("pitch %s %s %s pitch=%zu", width, height, result_name(result), pitch);
     } else if (step == "free" || step == "freeasync") {
       size_t at = index(i, pointers_.size());
-      CUresult result = step == "free" ? d_.free(pointers_[at]) : d_.free_async(pointers_[at], nullptr);
+      CUresult result =
+          step == "free" ? d_.free(pointers_[at]) : d_.free_async(pointers_[at], nullptr);
       line("%s %zu %s", step.c_str(), at, result_name(result));
     } else if (step == "create" || step == "hostcreate") {
       const char* size_text = next(i);
@@ -272,7 +285,8 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       d_.get_device(&device);
       CUmemAllocationProp prop = {};
       prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-      prop.location.type = step == "create" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+      prop.location.type =
+          step == "create" ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
       prop.location.id = device;
       CUmemGenericAllocationHandle handle = 0;
       CUresult result = d_.create(&handle, size, &prop, 0);
@@ -285,9 +299,11 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
     } else if (step == "map") {
       size_t at = index(i, handles_.size());
       CUresult result = d_.address_reserve(&mapped_at_[at], handle_sizes_[at], 0, 0, 0);
-      if (result == CUDA_SUCCESS) result = d_.map(mapped_at_[at], handle_sizes_[at], 0, handles_[at], 0);
+      if (result == CUDA_SUCCESS)
+        result = d_.map(mapped_at_[at], handle_sizes_[at], 0, handles_[at], 0);
       CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, 3};
-      if (result == CUDA_SUCCESS) result = d_.set_access(mapped_at_[at], handle_sizes_[at], &access, 1);
+      if (result == CUDA_SUCCESS)
+        result = d_.set_access(mapped_at_[at], handle_sizes_[at], &access, 1);
       line("map %zu %s", at, result_name(result));
     } else if (step == "retain") {
       size_t at = index(i, handles_.size());
@@ -303,19 +319,25 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
     } else if (step == "info") {
       size_t free = 0, total = 0;
       CUresult result = d_.get_info(&free, &total);
-      if (result == CUDA_SUCCESS) line("info free=%zu total=%zu", free, total);
-      else line("info %s", result_name(result));
+      if (result == CUDA_SUCCESS)
+        line("info free=%zu total=%zu", free, total);
+      else
+        line("info %s", result_name(result));
     } else if (step == "info32") {
       unsigned free = 0, total = 0;
       CUresult result = info32_(&free, &total);
-      if (result == CUDA_SUCCESS) line("info32 free=%u total=%u", free, total);
-      else line("info32 %s", result_name(result));
+      if (result == CUDA_SUCCESS)
+        line("info32 free=%u total=%u", free, total);
+      else
+        line("info32 %s", result_name(result));
     } else if (step == "total") {
       int device = atoi(next(i));
       size_t bytes = 0;
       CUresult result = total_(&bytes, device);
-      if (result == CUDA_SUCCESS) line("total %d bytes=%zu", device, bytes);
-      else line("total %d %s", device, result_name(result));
+      if (result == CUDA_SUCCESS)
+        line("total %d bytes=%zu", device, bytes);
+      else
+        line("total %d %s", device, result_name(result));
     } else if (step == "nvml" || step == "nvml2") {
       unsigned index_value = unsigned(atoi(next(i)));
       nvmlDevice_t device = nullptr;

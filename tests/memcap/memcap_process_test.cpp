@@ -35,8 +35,8 @@ TEST(MemcapProcesses, AProcessUnderASmallerCapSeesZeroFreeNotAnUnderflow) {
   RunningProgram holder(sandbox.probe_argv({"init", "alloc", "400M", "hold"}),
                         sandbox.environment("512M"));
   ASSERT_TRUE(holder.wait_for_line("holding"));
-  ProgramResult r = sandbox.probe({"init", "info", "alloc", "1", "nvml", "1", "nvml2", "1"},
-                                  "256M");
+  ProgramResult r =
+      sandbox.probe({"init", "info", "alloc", "1", "nvml", "1", "nvml2", "1"}, "256M");
   EXPECT_EQ(r.lines, (Lines{"init ok", "info free=0 total=268435456", "alloc 1 oom",
                             "nvml 1 total=268435456 free=0 used=268435456",
                             "nvml2 1 total=268435456 free=0 used=268435456 reserved=0"}))
@@ -64,11 +64,11 @@ TEST(MemcapProcesses, AForkChildSharesTheCapFromItsOwnSlot) {
                                   "100M");
   // The child sees its parent's 40 MiB (and cannot free its parent's memory, as with a real
   // driver); it exits holding 40 MiB of its own, which the parent's next allocation reclaims.
-  EXPECT_EQ(r.lines, (Lines{"init ok", "alloc 40M ok", "child info free=62914560 total=104857600",
-                            "child alloc 40M ok", "child alloc 40M oom",
-                            "child free 0 invalid_value",
-                            "child info free=20971520 total=104857600", "fork exit=0",
-                            "alloc 40M ok", "info free=20971520 total=104857600"}))
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", "alloc 40M ok", "child info free=62914560 total=104857600",
+                   "child alloc 40M ok", "child alloc 40M oom", "child free 0 invalid_value",
+                   "child info free=20971520 total=104857600", "fork exit=0", "alloc 40M ok",
+                   "info free=20971520 total=104857600"}))
       << r.stderr_text;
 }
 
@@ -112,10 +112,10 @@ TEST(MemcapCommand, RunsACommandUnderTheCap) {
   Environment env = sandbox.environment(std::nullopt);
   env["LD_PRELOAD"] = std::nullopt;  // the command sets it
   env["GPUFRAC_MEMCAP_TENANT"] = std::nullopt;
-  std::vector<std::string> argv = {gpufrac, "memcap", "--bytes", "64M", "--state-dir",
-                                   sandbox.state_dir(), "--"};
-  for (const std::string& word : sandbox.probe_argv({"init", "alloc", "48M", "alloc", "48M",
-                                                     "info"})) {
+  std::vector<std::string> argv = {
+      gpufrac, "memcap", "--bytes", "64M", "--state-dir", sandbox.state_dir(), "--"};
+  for (const std::string& word :
+       sandbox.probe_argv({"init", "alloc", "48M", "alloc", "48M", "info"})) {
     argv.push_back(word);
   }
   ProgramResult r = run_program(argv, env);
@@ -132,8 +132,7 @@ TEST(MemcapCommand, RunsACommandUnderTheCap) {
 
   r = run_program({gpufrac, "memcap", "--bytes", "lots", "--", "true"}, env);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.stderr_text.find("--bytes='lots' is not a size"), std::string::npos)
-      << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("--bytes='lots' is not a size"), std::string::npos) << r.stderr_text;
   r = run_program({gpufrac, "memcap", "--bytes", "1G"}, env);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.stderr_text.find("after '--'"), std::string::npos) << r.stderr_text;

@@ -22,9 +22,8 @@ std::string info(unsigned long long free, unsigned long long total) {
 
 TEST(MemcapShim, WithoutACapEverythingIsTheDriversOwn) {
   MemcapSandbox sandbox;
-  ProgramResult r = sandbox.probe({"init", "info", "alloc", "512M", "info", "alloc", "600M",
-                                   "total", "0"},
-                                  std::nullopt);
+  ProgramResult r = sandbox.probe(
+      {"init", "info", "alloc", "512M", "info", "alloc", "600M", "total", "0"}, std::nullopt);
   EXPECT_EQ(r.lines, (Lines{"init ok", info(kGiB, kGiB), "alloc 512M ok", info(512 * kMiB, kGiB),
                             "alloc 600M oom", "total 0 bytes=1073741824"}))
       << r.stderr_text;
@@ -62,8 +61,8 @@ TEST(MemcapShim, ReportsTheCapOrTheDevicesOwnNumbersWhicheverIsSmaller) {
 TEST(MemcapShim, ThePitchTheDriverChoseIsCounted) {
   MemcapSandbox sandbox;
   // 1000-byte rows are padded to a 1024-byte pitch: 16384 rows take 16 MiB.
-  ProgramResult r = sandbox.probe({"init", "pitch", "1000", "16384", "info", "free", "0", "info"},
-                                  "64M");
+  ProgramResult r =
+      sandbox.probe({"init", "pitch", "1000", "16384", "info", "free", "0", "info"}, "64M");
   EXPECT_EQ(r.lines, (Lines{"init ok", "pitch 1000 16384 ok pitch=1024", info(48 * kMiB, 64 * kMiB),
                             "free 0 ok", info(64 * kMiB, 64 * kMiB)}))
       << r.stderr_text;
@@ -72,8 +71,8 @@ TEST(MemcapShim, ThePitchTheDriverChoseIsCounted) {
 TEST(MemcapShim, ManagedMemoryIsCounted) {
   MemcapSandbox sandbox;
   ProgramResult r = sandbox.probe({"init", "managed", "48M", "managed", "32M", "info"}, "64M");
-  EXPECT_EQ(r.lines, (Lines{"init ok", "managed 48M ok", "managed 32M oom",
-                            info(16 * kMiB, 64 * kMiB)}))
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", "managed 48M ok", "managed 32M oom", info(16 * kMiB, 64 * kMiB)}))
       << r.stderr_text;
 }
 
@@ -81,11 +80,12 @@ TEST(MemcapShim, ManagedMemoryIsCounted) {
 // right after mapping it (a common pattern) must not uncount it.
 TEST(MemcapShim, VirtualMemoryIsCountedUntilItsLastMappingIsGone) {
   MemcapSandbox sandbox;
-  ProgramResult r = sandbox.probe(
-      {"init", "create", "48M", "map", "0", "release", "0", "create", "32M", "info", "unmap", "0",
-       "info", "create", "32M", "map", "1", "retain", "1", "release", "1", "unmap", "1", "info",
-       "release", "1", "info", "hostcreate", "128M"},
-      "64M");
+  ProgramResult r =
+      sandbox.probe({"init",    "create", "48M",   "map",        "0",    "release", "0",   "create",
+                     "32M",     "info",   "unmap", "0",          "info", "create",  "32M", "map",
+                     "1",       "retain", "1",     "release",    "1",    "unmap",   "1",   "info",
+                     "release", "1",      "info",  "hostcreate", "128M"},
+                    "64M");
   EXPECT_EQ(r.lines,
             (Lines{"init ok", "create 48M ok", "map 0 ok", "release 0 ok", "create 32M oom",
                    info(16 * kMiB, 64 * kMiB), "unmap 0 ok", info(64 * kMiB, 64 * kMiB),
@@ -99,14 +99,15 @@ TEST(MemcapShim, VirtualMemoryIsCountedUntilItsLastMappingIsGone) {
 
 TEST(MemcapShim, StreamOrderedAndPoolAllocationsAreCountedAndReleased) {
   MemcapSandbox sandbox;
-  ProgramResult r = sandbox.probe(
-      {"init", "async", "40M", "pool", "40M", "freeasync", "0", "pool", "40M", "devpool", "20M",
-       "async", "8M", "hostpool", "100M", "info", "freeasync", "1", "free", "2", "info"},
-      "64M");
-  EXPECT_EQ(r.lines, (Lines{"init ok", "async 40M ok", "pool 40M oom", "freeasync 0 ok",
-                            "pool 40M ok", "devpool 20M ok", "async 8M oom", "hostpool 100M ok",
-                            info(4 * kMiB, 64 * kMiB), "freeasync 1 ok", "free 2 ok",
-                            info(64 * kMiB, 64 * kMiB)}))
+  ProgramResult r =
+      sandbox.probe({"init", "async", "40M",       "pool", "40M",   "freeasync", "0",
+                     "pool", "40M",   "devpool",   "20M",  "async", "8M",        "hostpool",
+                     "100M", "info",  "freeasync", "1",    "free",  "2",         "info"},
+                    "64M");
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", "async 40M ok", "pool 40M oom", "freeasync 0 ok", "pool 40M ok",
+                   "devpool 20M ok", "async 8M oom", "hostpool 100M ok", info(4 * kMiB, 64 * kMiB),
+                   "freeasync 1 ok", "free 2 ok", info(64 * kMiB, 64 * kMiB)}))
       << r.stderr_text;
 }
 
@@ -115,17 +116,17 @@ TEST(MemcapShim, PerThreadStreamVariantsAreCountedToo) {
   ProgramResult r = sandbox.probe({"--api", "procaddress", "--per-thread", "init", "async", "40M",
                                    "async", "40M", "freeasync", "0", "async", "40M"},
                                   "64M");
-  EXPECT_EQ(r.lines, (Lines{"init ok", "async 40M ok", "async 40M oom", "freeasync 0 ok",
-                            "async 40M ok"}))
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", "async 40M ok", "async 40M oom", "freeasync 0 ok", "async 40M ok"}))
       << r.stderr_text;
 }
 
 TEST(MemcapShim, TearingDownAContextReleasesItsAllocations) {
   MemcapSandbox sandbox;
-  ProgramResult r = sandbox.probe({"init", "alloc", "48M", "reset", "alloc", "48M", "ctxcreate",
-                                   "alloc", "10M", "ctxdestroy", "device", "0", "alloc", "16M",
-                                   "info"},
-                                  "64M");
+  ProgramResult r =
+      sandbox.probe({"init", "alloc", "48M", "reset", "alloc", "48M", "ctxcreate", "alloc", "10M",
+                     "ctxdestroy", "device", "0", "alloc", "16M", "info"},
+                    "64M");
   EXPECT_EQ(r.lines, (Lines{"init ok", "alloc 48M ok", "reset ok", "alloc 48M ok", "ctxcreate ok",
                             "alloc 10M ok", "ctxdestroy ok", "device 0 ok", "alloc 16M ok",
                             info(0, 64 * kMiB)}))
@@ -135,8 +136,8 @@ TEST(MemcapShim, TearingDownAContextReleasesItsAllocations) {
 TEST(MemcapShim, TheThirtyTwoBitVariantsAreRefusedOrClamped) {
   MemcapSandbox sandbox;
   ProgramResult r = sandbox.probe({"init", "alloc32", "1M", "info32"}, "256M");
-  EXPECT_EQ(r.lines, (Lines{"init ok", "alloc32 1M not_supported",
-                            "info32 free=268435456 total=268435456"}))
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", "alloc32 1M not_supported", "info32 free=268435456 total=268435456"}))
       << r.stderr_text;
   r = sandbox.probe({"init", "alloc32", "1M"}, std::nullopt);
   EXPECT_EQ(r.lines, (Lines{"init ok", "alloc32 1M ok"}));
@@ -145,14 +146,12 @@ TEST(MemcapShim, TheThirtyTwoBitVariantsAreRefusedOrClamped) {
 TEST(MemcapShim, NvmlReportsTheCapOfTheMatchingCudaDevice) {
   MemcapSandbox sandbox;
   // NVML lists the fake devices in reverse: NVML 0 is CUDA device 1, the capped one.
-  ProgramResult r = sandbox.probe({"device", "1", "alloc", "100M", "nvml", "0", "nvml2", "0",
-                                   "nvml", "1"},
-                                  "1=256M");
-  EXPECT_EQ(r.lines,
-            (Lines{"device 1 ok", "alloc 100M ok",
-                   "nvml 0 total=268435456 free=163577856 used=104857600",
-                   "nvml2 0 total=268435456 free=163577856 used=104857600 reserved=0",
-                   "nvml 1 total=1073741824 free=1073741824 used=0"}))
+  ProgramResult r = sandbox.probe(
+      {"device", "1", "alloc", "100M", "nvml", "0", "nvml2", "0", "nvml", "1"}, "1=256M");
+  EXPECT_EQ(r.lines, (Lines{"device 1 ok", "alloc 100M ok",
+                            "nvml 0 total=268435456 free=163577856 used=104857600",
+                            "nvml2 0 total=268435456 free=163577856 used=104857600 reserved=0",
+                            "nvml 1 total=1073741824 free=1073741824 used=0"}))
       << r.stderr_text;
   r = sandbox.probe({"device", "1", "alloc", "100M", "nvml", "0"}, std::nullopt);
   EXPECT_EQ(r.lines, (Lines{"device 1 ok", "alloc 100M ok",

@@ -48,10 +48,13 @@ CUresult allocate(const MemcapDriver& d, int kind, size_t size, Held* held) {
 
 CUresult release(const MemcapDriver& d, const Held& held) {
   switch (held.kind) {
-    case 0: return d.free(held.ptr);
+    case 0:
+      return d.free(held.ptr);
     case 1:
-    case 2: return d.free_async(held.ptr, nullptr);
-    default: return d.unmap(held.ptr, held.size);
+    case 2:
+      return d.free_async(held.ptr, nullptr);
+    default:
+      return d.unmap(held.ptr, held.size);
   }
 }
 

@@ -129,7 +129,9 @@ bool RunningProgram::wait_for_line(const std::string& line, double timeout_s) {
   return false;
 }
 
-void RunningProgram::send_signal(int signal) { kill(pid_, signal); }
+void RunningProgram::send_signal(int signal) {
+  kill(pid_, signal);
+}
 
 ProgramResult RunningProgram::wait(double timeout_s) {
   int64_t deadline = gpufrac::monotonic_ns() + int64_t(timeout_s * 1e9);

@@ -3,7 +3,9 @@
 // between (see rtld_next_probe.cpp).
 #include <dlfcn.h>
 
-extern "C" int rtld_next_value() { return 1; }
+extern "C" int rtld_next_value() {
+  return 1;
+}
 
 extern "C" int rtld_next_lookup() {
   auto next = reinterpret_cast<int (*)()>(dlsym(RTLD_NEXT, "rtld_next_value"));
