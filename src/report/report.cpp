@@ -6,8 +6,9 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "report/report_plots.h"
 #include "report/report_tables.h"
-#include "report/svg_plot.h"
+#include "report/study_comparison.h"
 
 namespace gpufrac {
 namespace {
@@ -45,39 +46,6 @@ std::string inputs_section(const ResultSet& set) {
   return out.str();
 }
 
-Plot throughput_plot(const ResultSet& set) {
-  Plot plot{"Output tok/s per GPU vs requests resident per GPU",
-            "requests resident per GPU",
-            "output tok/s per GPU",
-            /*log2_x=*/true,
-            {}};
-  for (const ArmGroup& g : set.groups) {
-    PlotSeries s{g.label, {}};
-    for (const RunPoint& p : g.closed) {
-      if (auto y = p.tok_s_per_gpu()) s.points.emplace_back(p.requests_per_gpu(), *y);
-    }
-    plot.series.push_back(std::move(s));
-  }
-  return plot;
-}
-
-Plot latency_plot(const ResultSet& set) {
-  Plot plot{"ITL p50 vs output tok/s per GPU (one point per concurrency)",
-            "output tok/s per GPU",
-            "ITL p50 (ms)",
-            /*log2_x=*/false,
-            {}};
-  for (const ArmGroup& g : set.groups) {
-    PlotSeries s{g.label, {}};
-    for (const RunPoint& p : g.closed) {
-      auto x = p.tok_s_per_gpu();
-      if (x && p.itl_p50_ms) s.points.emplace_back(*x, *p.itl_p50_ms);
-    }
-    plot.series.push_back(std::move(s));
-  }
-  return plot;
-}
-
 int largest_run_models(const ResultSet& set) {
   int models = 1;
   for (const ArmGroup& g : set.groups) models = std::max(models, g.models());
@@ -107,6 +75,15 @@ Report build_report(const ResultSet& set, const ReportOptions& options) {
     }
   }
 
+  StudyComparison study = compare_with_reference_study(set);
+  if (!study.tables.empty()) {
+    md << "## vs reference study\n\n" << study.note << "\n\n";
+    for (Table& t : study.tables) {
+      md << render_markdown(t) << "\n";
+      report.tables.push_back(std::move(t));
+    }
+  }
+
   md << "## Cost\n\n";
   std::vector<int> cost_models = options.cost_models;
   if (cost_models.empty()) cost_models.push_back(largest_run_models(set));
@@ -119,6 +96,21 @@ Report build_report(const ResultSet& set, const ReportOptions& options) {
   Table appendix = appendix_table(set);
   md << "## Appendix\n\n" << render_markdown(appendix) << "\n";
   report.tables.push_back(std::move(appendix));
+
+  if (std::any_of(set.groups.begin(), set.groups.end(),
+                  [](const ArmGroup& g) { return !g.open.empty(); })) {
+    md << "## Open loop: latency vs offered rate\n\n";
+    std::string verdicts;
+    for (const ArmGroup& g : set.groups) {
+      if (g.open.empty()) continue;
+      Table t = open_loop_latency_table(g, options.slo);
+      verdicts += "- **" + g.label + "** (" + std::to_string(g.models_per_gpu) + " per GPU, " +
+                  std::to_string(g.models()) + " models): " + t.footnote + "\n";
+      md << render_markdown(t) << "\n";
+      report.tables.push_back(std::move(t));
+    }
+    md << "SLO summary:\n\n" << verdicts << "\n";
+  }
 
   md << "## Per-arm rows\n\n";
   for (const ArmGroup& g : set.groups) {
@@ -135,7 +127,13 @@ Report build_report(const ResultSet& set, const ReportOptions& options) {
                   {kLatencyPlotFile, render_svg(latency_plot(set))}};
   md << "## Plots\n\n"
      << "![output tok/s per GPU vs requests resident per GPU](" << kThroughputPlotFile << ")\n\n"
-     << "![ITL p50 vs output tok/s per GPU](" << kLatencyPlotFile << ")\n";
+     << "![ITL p50 vs output tok/s per GPU](" << kLatencyPlotFile << ")\n\n"
+     << "Per arm, ITL p50 and p90 vs output tok/s per GPU:\n";
+  for (const ArmGroup& g : set.groups) {
+    std::string file = arm_latency_plot_file(g);
+    report.plots.emplace_back(file, render_svg(arm_latency_plot(g)));
+    md << "\n![" << g.label << ": ITL vs output tok/s per GPU](" << file << ")\n";
+  }
   report.markdown = md.str();
   return report;
 }

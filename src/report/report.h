@@ -1,6 +1,9 @@
 // `gpufrac report` as a library: grouped run points in, the whole report out — Markdown text,
-// its tables (each also a CSV file) and two SVG plots — and the writer that puts them in a
-// directory. Reads and writes files only; never opens a socket.
+// its tables (each also a CSV file) and SVG plots (two for all arms, one per arm group) — and the
+// writer that puts them in a directory. Sections: inputs, matched throughput and latency, "vs
+// reference study" (only for a dedicated arm plus a shared arm at 2 models per GPU), cost,
+// appendix, open loop vs offered rate with the largest rate meeting options.slo (only with
+// open-loop points), per-arm rows, plots. Reads and writes files only; never opens a socket.
 #pragma once
 
 #include <string>
@@ -9,6 +12,7 @@
 
 #include "report/arm_groups.h"
 #include "report/cost_model.h"
+#include "report/open_loop.h"
 #include "report/table.h"
 
 namespace gpufrac {
@@ -16,6 +20,7 @@ namespace gpufrac {
 struct ReportOptions {
   CostModel cost;
   std::vector<int> cost_models;  // N of each cost table; empty: the largest run's model count
+  LatencySlo slo;                // for the open-loop tables: TTFT p90 and ITL p50 limits
 };
 
 struct Report {

@@ -14,9 +14,11 @@ namespace {
 CliArgs report_args() {
   CliArgs args("gpufrac report RESULT_DIR... [OPTIONS]",
                "Tables of the reference study (tok/s per GPU and % of baseline, TTFT and ITL p50,\n"
-               "cost per 1M output tokens, node tok/s) and two SVG plots from the run points\n"
-               "that gpufrac bench wrote. Reads summary.json files only. Writes report.md, one\n"
-               "CSV per table and the plots into --out, and prints the Markdown to stdout.");
+               "cost per 1M output tokens, node tok/s), our numbers beside the study's, open-loop\n"
+               "latency vs offered rate with the largest rate meeting an SLO, and SVG plots from\n"
+               "the run points that gpufrac bench wrote. Reads summary.json files only. Writes\n"
+               "report.md, one CSV per table and the plots into --out, and prints the Markdown\n"
+               "to stdout.");
   args.positional("RESULT_DIR...",
                   "Directories searched recursively for summary.json (a bench --out directory, "
                   "an arm's directory, one run point, or a summary.json itself). Points are "
@@ -36,6 +38,12 @@ CliArgs report_args() {
               "Print an arm under another name in tables and plots, e.g. dedicated=baseline, "
               "timeslice=HAMi (CSV keys keep the arm names).",
               std::nullopt, /*repeated=*/true)
+      .option("slo-ttft-p90-ms", "MS",
+              "SLO for open-loop points: TTFT p90 at most MS milliseconds (with --slo-itl-p50-ms "
+              "and no failed request).",
+              "1000")
+      .option("slo-itl-p50-ms", "MS", "SLO for open-loop points: ITL p50 at most MS milliseconds.",
+              "30")
       .section(
           "How rows are matched",
           "  Throughput, TTFT and ITL rows are matched on requests resident per GPU\n"
@@ -49,6 +57,27 @@ CliArgs report_args() {
                "  $/1M  = price x nodes / (tok/s x 3600) x 1e6\n"
                "  change = shared $/1M / dedicated $/1M - 1")
       .section(
+          "vs reference study",
+          "  Printed when the inputs hold a dedicated arm and a shared arm at 2 models per GPU\n"
+          "  (the study's setup): our % of baseline (timeslice is the HAMi-equivalent, and\n"
+          "  fractions), TTFT and ITL p50 per arm, and shared / dedicated tok/s per GPU at equal\n"
+          "  c per model, each beside the study's number (8x A100-SXM4-40GB, vLLM). Rows are\n"
+          "  the study's (2..32 req/GPU, c = 1..32); one we did not run prints \"—\".")
+      .section(
+          "Open loop and the SLO",
+          "  For each arm with open-loop points: TTFT p50/p90/p99, ITL p50/p90, served req/s,\n"
+          "  output tok/s and failed requests per offered rate (req/s per model). p90/p99 are\n"
+          "  the mean of the models' own percentiles, as the study does for p50. A rate meets\n"
+          "  the SLO when TTFT p90 <= --slo-ttft-p90-ms, ITL p50 <= --slo-itl-p50-ms and no\n"
+          "  request failed; the report names the largest such rate per arm, or says \"none of\n"
+          "  the measured rates\". Example:\n"
+          "\n"
+          "    gpufrac report results/ --slo-ttft-p90-ms 1000 --slo-itl-p50-ms 30\n"
+          "\n"
+          "  If fractions-m8 (8 models per GPU) measured TTFT p90 640 ms and ITL p50 21.5 ms\n"
+          "  at 0.1 req/s per model and TTFT p90 1850 ms at 0.2, the report says: largest\n"
+          "  offered rate meeting the SLO: 0.1 req/s per model.")
+      .section(
           "Files written to --out",
           "  report.md                 everything printed to stdout, with the plots linked\n"
           "  throughput-mM.csv         tok/s per GPU and % of baseline, shared arms at M per GPU\n"
@@ -56,7 +85,10 @@ CliArgs report_args() {
           "  cost-N-models.csv         one per --models N\n"
           "  appendix.csv              each run's total tok/s at equal concurrency per model\n"
           "  points-ARM_mM.csv         every point of one arm (points-open-... for open loop)\n"
+          "  vs-study-throughput.csv, vs-study-latency.csv, vs-study-equal-concurrency.csv\n"
+          "  open-loop-ARM_mM.csv      latency vs offered rate of one arm\n"
           "  tok-s-per-gpu-vs-requests-per-gpu.svg, itl-p50-vs-tok-s-per-gpu.svg\n"
+          "  itl-vs-tok-s-per-gpu-ARM_mM.svg  ITL p50/p90 vs tok/s per GPU of one arm\n"
           "  CSV numbers are unrounded; a missing value is an empty field (\"—\" in Markdown).")
       .section(
           "Example",
@@ -99,6 +131,13 @@ int report_command(int argc, char** argv) {
       if (n < 1) throw UsageError("--models takes positive counts, e.g. --models 16,64");
       options.cost_models.push_back(n);
     }
+  }
+  options.slo.ttft_p90_ms = parse_double(args.get("slo-ttft-p90-ms"), "--slo-ttft-p90-ms");
+  options.slo.itl_p50_ms = parse_double(args.get("slo-itl-p50-ms"), "--slo-itl-p50-ms");
+  if (!(options.slo.ttft_p90_ms > 0) || !(options.slo.itl_p50_ms > 0)) {
+    throw UsageError(
+        "--slo-ttft-p90-ms and --slo-itl-p50-ms must be positive milliseconds, e.g. "
+        "--slo-ttft-p90-ms 1000 --slo-itl-p50-ms 30");
   }
 
   ResultSet set = group_run_points(find_run_points(args.positionals()),

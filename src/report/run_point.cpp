@@ -54,6 +54,29 @@ std::optional<double> pooled_p50(const Json& aggregate, const char* metric,
                          std::string("aggregate.pooled.") + metric + ".p50");
 }
 
+// Mean over summary.targets of targets[i].metrics.<metric>.<percentile>; missing when there are
+// no targets or one lacks the value (a mean over some of the models would hide the others).
+std::optional<double> mean_over_targets(const Json& summary, const char* metric,
+                                        const char* percentile, const std::string& path) {
+  if (!summary.contains("targets") || summary["targets"].is_null()) return std::nullopt;
+  const Json& targets = summary["targets"];
+  if (!targets.is_array()) bad_field(path, "targets", "must be an array");
+  if (targets.empty()) return std::nullopt;
+  double sum = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::string field = "targets[" + std::to_string(i) + "].metrics." + metric + "." + percentile;
+    const Json& target = targets[i];
+    if (!target.is_object() || !target.contains("metrics") || !target["metrics"].is_object())
+      return std::nullopt;
+    const Json& metrics = target["metrics"];
+    if (!metrics.contains(metric) || !metrics[metric].is_object()) return std::nullopt;
+    std::optional<double> value = optional_number(metrics[metric], percentile, path, field);
+    if (!value) return std::nullopt;
+    sum += *value;
+  }
+  return sum / double(targets.size());
+}
+
 }  // namespace
 
 std::optional<double> RunPoint::tok_s_per_gpu() const {
@@ -102,6 +125,11 @@ RunPoint run_point_from_summary(const Json& summary, const std::string& path) {
   point.itl_p50_ms = optional_number(aggregate, "itl_ms_p50", path, "aggregate.itl_ms_p50");
   point.pooled_ttft_p50_ms = pooled_p50(aggregate, "ttft_ms", path);
   point.pooled_itl_p50_ms = pooled_p50(aggregate, "itl_ms", path);
+  point.ttft_p90_ms = mean_over_targets(summary, "ttft_ms", "p90", path);
+  point.ttft_p99_ms = mean_over_targets(summary, "ttft_ms", "p99", path);
+  point.itl_p90_ms = mean_over_targets(summary, "itl_ms", "p90", path);
+  point.request_throughput =
+      optional_number(aggregate, "request_throughput", path, "aggregate.request_throughput");
   point.completed = optional_number(aggregate, "completed", path, "aggregate.completed");
   point.failed = optional_number(aggregate, "failed", path, "aggregate.failed");
   if (summary.contains("machine") && summary["machine"].is_object()) {

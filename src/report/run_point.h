@@ -1,7 +1,10 @@
 // One run point as `gpufrac report` sees it: the configuration and aggregate numbers of one
 // summary.json (docs/result-format.md), and the scan that finds them under result directories.
 //
-// Units: throughput in output tokens/s for the whole run (all its GPUs), latencies in ms.
+// Units: throughput in output tokens/s (requests/s) for the whole run (all its GPUs), latencies
+// in ms. Tail percentiles (TTFT p90/p99, ITL p90) follow the study's convention for p50: the mean
+// over the run's targets (models) of each target's percentile, from targets[].metrics; missing
+// when the summary has no targets or any target lacks the value.
 // A metric the summary leaves out or sets to null is std::nullopt and prints as "—"; a missing or
 // malformed configuration field is a UsageError naming the file and the field. Plain values, no
 // shared state.
@@ -28,6 +31,10 @@ struct RunPoint {
   std::optional<double> itl_p50_ms;
   std::optional<double> pooled_ttft_p50_ms;  // p50 over all models' requests together
   std::optional<double> pooled_itl_p50_ms;
+  std::optional<double> ttft_p90_ms;  // mean of the per-model p90s
+  std::optional<double> ttft_p99_ms;  // mean of the per-model p99s
+  std::optional<double> itl_p90_ms;   // mean of the per-model p90s
+  std::optional<double> request_throughput;  // aggregate.request_throughput, all models
   std::optional<double> completed;
   std::optional<double> failed;
   std::string gpu_name;  // machine.gpu, empty when absent

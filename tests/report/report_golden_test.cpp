@@ -233,6 +233,60 @@ TEST_F(ReferenceStudyReport, PerArmRawRows) {
   }
 }
 
+// Fed the study's own data, the "vs reference study" section puts equal numbers side by side:
+// ours (derived from the summaries) and the study's (reference_study.cpp), both equal to the
+// study's text typed in above.
+TEST_F(ReferenceStudyReport, VsReferenceStudyOnTheStudysOwnDataMatchesItself) {
+  EXPECT_NE(markdown_->find("## vs reference study\n"), std::string::npos);
+  EXPECT_NE(markdown_->find("NVIDIA A100-SXM4-40GB (machine.gpu of the summaries)"),
+            std::string::npos);
+  // The study's % columns (and req/GPU): ours, then the study's beside them.
+  MarkdownTable percent = parse_study_table(kStudyThroughput);
+  percent.headers = {percent.headers[0], percent.headers[6], percent.headers[7]};
+  for (auto& row : percent.rows) row = {row[0], row[6], row[7]};
+  ASSERT_EQ(percent.headers, (std::vector<std::string>{"req/GPU", "HAMi %", "fractions %"}));
+  const MarkdownTable& throughput = table("vs reference study: tok/s per GPU");
+  expect_table_reproduced(throughput, percent);
+  expect_table_reproduced(throughput, percent,
+                          {{"HAMi %", "study HAMi %"}, {"fractions %", "study fractions %"}});
+
+  MarkdownTable latency = parse_study_table(kStudyLatency);
+  std::map<std::string, std::string> study_columns;
+  for (const std::string& header : latency.headers) {
+    std::string ours = header;
+    size_t base = ours.find(" base");
+    if (base != std::string::npos) ours = ours.substr(0, base) + " baseline";
+    study_columns[header] = header == "req/GPU" ? header : "study " + ours;
+  }
+  const MarkdownTable& ours = table("vs reference study: TTFT p50");
+  expect_table_reproduced(ours, latency, study_columns);
+  for (auto& [header, column] : study_columns) {
+    if (column.rfind("study ", 0) == 0) column = column.substr(6);
+  }
+  expect_table_reproduced(ours, latency, study_columns);
+
+  const MarkdownTable& equal = table("vs reference study: equal concurrency");
+  ASSERT_EQ(equal.rows.size(), 6u);
+  const int fractions = equal.column("fractions %"), study_fractions =
+                                                         equal.column("study fractions %");
+  ASSERT_GE(fractions, 0);
+  ASSERT_GE(study_fractions, 0);
+  for (const auto& row : equal.rows) EXPECT_EQ(row[size_t(fractions)], row[size_t(study_fractions)]);
+  // The study: fractions 129.6% of baseline at c = 1 down to 108.0% at c = 16 (1155/891,
+  // 8027/7434 in its appendix).
+  EXPECT_EQ(equal.rows[0][size_t(study_fractions)], "129.6%");
+  EXPECT_EQ(equal.rows[4][size_t(study_fractions)], "108.0%");
+}
+
+TEST_F(ReferenceStudyReport, ClosedLoopOnlySoNoOpenLoopSectionAndAPlotPerArm) {
+  EXPECT_EQ(markdown_->find("## Open loop"), std::string::npos);
+  for (const char* plot : {"itl-vs-tok-s-per-gpu-dedicated_m1.svg",
+                           "itl-vs-tok-s-per-gpu-timeslice_m2.svg",
+                           "itl-vs-tok-s-per-gpu-fractions_m2.svg"}) {
+    EXPECT_NE(markdown_->find(std::string("(") + plot + ")"), std::string::npos) << plot;
+  }
+}
+
 TEST(StudyPrecision, RoundsOursToTheStudysDecimalsAndRejectsLessPrecision) {
   EXPECT_EQ(at_study_precision("216.0", "216"), "216");
   EXPECT_EQ(at_study_precision("19.00", "19.0"), "19.0");

@@ -66,6 +66,33 @@ TEST(RunPointFromSummary, ReadsConfigAndAggregate) {
   EXPECT_EQ(p.gpu_name, "NVIDIA H200");
 }
 
+TEST(RunPointFromSummary, TailPercentilesAreTheMeanOfThePerTargetValues) {
+  Json s = summary();
+  EXPECT_FALSE(run_point_from_summary(s, "x").ttft_p90_ms);  // no targets: aggregate only
+  s["aggregate"]["request_throughput"] = 1.25;
+  s["targets"] = Json::parse(R"([
+    {"model": "m0", "metrics": {"ttft_ms": {"p90": 600, "p99": 900}, "itl_ms": {"p90": 20}}},
+    {"model": "m1", "metrics": {"ttft_ms": {"p90": 800, "p99": 1500}, "itl_ms": {"p90": null}}}])");
+  RunPoint p = run_point_from_summary(s, "x");
+  EXPECT_DOUBLE_EQ(*p.ttft_p90_ms, 700);
+  EXPECT_DOUBLE_EQ(*p.ttft_p99_ms, 1200);
+  EXPECT_FALSE(p.itl_p90_ms);  // one model lacks it: no mean over the others
+  EXPECT_DOUBLE_EQ(*p.request_throughput, 1.25);
+
+  s["targets"][1]["metrics"]["ttft_ms"]["p90"] = "slow";
+  try {
+    run_point_from_summary(s, "runs/r0.1/summary.json");
+    ADD_FAILURE() << "a non-number p90 was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "runs/r0.1/summary.json: targets[1].metrics.ttft_ms.p90 must be a number", 0),
+              0u)
+        << e.what();
+  }
+  s["targets"] = "m0";
+  EXPECT_THROW(run_point_from_summary(s, "x"), UsageError);
+}
+
 TEST(RunPointFromSummary, OpenLoopNeedsARate) {
   Json s = summary();
   s["config"]["load"] = "open";
