@@ -88,6 +88,12 @@ __attribute__((constructor)) void load_memcap() {
   pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
+// A process that exits normally leaves its slot to be reclaimed like a dead process's, and the
+// ledger file to be removed if no other process of the tenant has it open.
+__attribute__((destructor)) void leave_memcap() {
+  if (g_state.load() == kReady) g_ledger.value.remove_if_last_user();
+}
+
 }  // namespace
 
 const MemcapConfig& config() {
@@ -167,8 +173,9 @@ bool reserve_bytes(int device, uint64_t bytes) {
       return true;
     case TenantLedger::Reservation::kNoSlot:
       if (!g_no_slot_said.exchange(true)) {
-        say("tenant '%s' already has %d live processes in %s; refusing device memory to more",
-            g_config.tenant, kMaxTenantProcesses, g_ledger.value.path());
+        say("no free slot in %s (%d live processes of tenant '%s', or /proc unreadable); "
+            "refusing device memory",
+            g_ledger.value.path(), kMaxTenantProcesses, g_config.tenant);
       }
       return false;
     case TenantLedger::Reservation::kOverCap:

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +32,24 @@ void subtract_saturating(std::atomic<uint64_t>& value, uint64_t amount) {
   uint64_t current = value.load();
   while (!value.compare_exchange_weak(current, current > amount ? current - amount : 0)) {
   }
+}
+
+// Opens (creating) the ledger file with a shared lock held for as long as it is open. The last
+// user removes the file (remove_if_last_user); if that happened between our open and our lock,
+// the name no longer leads to what we opened, so open again.
+int open_locked(const char* path) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -1;
+    struct stat opened, named;
+    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &opened) == 0 && stat(path, &named) == 0 &&
+        opened.st_ino == named.st_ino && opened.st_dev == named.st_dev) {
+      return fd;
+    }
+    ::close(fd);
+  }
+  errno = EAGAIN;
+  return -1;
 }
 
 uint64_t pid_namespace_id() {
@@ -68,7 +87,7 @@ bool TenantLedger::open(const char* state_dir, const char* tenant, char* error, 
     return false;
   }
   snprintf(path_, sizeof path_, "%s/%s.ledger", state_dir, tenant);
-  int fd = ::open(path_, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = open_locked(path_);
   if (fd < 0) {
     snprintf(error, error_size, "cannot open the tenant ledger %s: %s (check %s)", path_,
              strerror(errno), kEnvStateDir);
@@ -87,9 +106,9 @@ bool TenantLedger::open(const char* state_dir, const char* tenant, char* error, 
     return false;
   }
   void* mapping = mmap(nullptr, sizeof(LedgerFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (mapping == MAP_FAILED) {
     snprintf(error, error_size, "cannot map the tenant ledger %s: %s", path_, strerror(errno));
+    ::close(fd);
     return false;
   }
   LedgerFile* file = static_cast<LedgerFile*>(mapping);
@@ -97,6 +116,7 @@ bool TenantLedger::open(const char* state_dir, const char* tenant, char* error, 
   if (!file->magic.compare_exchange_strong(magic, kMagic) && magic != kMagic) {
     snprintf(error, error_size, "%s is not a gpufrac memcap ledger; remove it", path_);
     munmap(mapping, sizeof(LedgerFile));
+    ::close(fd);
     return false;
   }
   // Liveness checks compare pids, so every process of a tenant must share one pid namespace.
@@ -111,18 +131,28 @@ bool TenantLedger::open(const char* state_dir, const char* tenant, char* error, 
                "container its own %s",
                path_, kEnvStateDir);
       munmap(mapping, sizeof(LedgerFile));
+      ::close(fd);
       return false;
     }
     if (file->pid_namespace.compare_exchange_strong(stored, namespace_id)) break;
   }
   file_ = file;
+  fd_ = fd;
   return true;
 }
 
 void TenantLedger::close() {
   if (file_ != nullptr) munmap(file_, sizeof(LedgerFile));
+  if (fd_ >= 0) ::close(fd_);
   file_ = nullptr;
+  fd_ = -1;
   slot_.store(-1);
+}
+
+void TenantLedger::remove_if_last_user() {
+  // Converting the shared lock to an exclusive one succeeds only if no other process holds the
+  // file open; one that opens it now finds the name gone once it has its lock, and starts afresh.
+  if (fd_ >= 0 && flock(fd_, LOCK_EX | LOCK_NB) == 0) unlink(path_);
 }
 
 uint64_t TenantLedger::identity() {
@@ -248,6 +278,13 @@ void TenantLedger::forget_slot_after_fork() {
   slot_.store(-1);
   identity_.store(0);
   pthread_mutex_init(&claim_lock_, nullptr);
+  // The inherited descriptor shares its lock with the parent's: take one of our own, so that
+  // this process's remove_if_last_user() cannot mistake the parent's lock for its own.
+  if (fd_ >= 0) {
+    int own = ::open(path_, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    ::close(fd_);
+    fd_ = own >= 0 && flock(own, LOCK_SH) == 0 ? own : -1;
+  }
 }
 
 }  // namespace gpufrac::memcap

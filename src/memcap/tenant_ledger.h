@@ -15,6 +15,10 @@
 // process's reservation in flight during the count) only makes the cap stricter, and reserve()
 // recounts once before it reports out-of-memory, which heals it.
 //
+// Every process holds a shared flock on the ledger while it has it open; the last one to leave
+// (remove_if_last_user, at exit) removes the file, so that ledgers of tenants that are gone do
+// not pile up in the state directory. A killed process leaves it; the next one carries on.
+//
 // Thread-safe. Not async-signal-safe except forget_slot_after_fork(), which a fork child must call
 // before anything else (the child then gets a fresh slot at its first reservation). The mapping
 // lives until close(); there is deliberately no destructor, so that the shim's ledger stays
@@ -49,6 +53,9 @@ class TenantLedger {
   bool open(const char* state_dir, const char* tenant, char* error, size_t error_size);
   void close();
   bool is_open() const { return file_ != nullptr; }
+  // Removes the file if no other process has it open. Leaves this process's mapping usable (but
+  // gives up its lock): call it on the way out.
+  void remove_if_last_user();
   const char* path() const { return path_; }
 
   // Which process this ledger speaks for; by default (0) this process, read at first use. Tests
@@ -77,6 +84,7 @@ class TenantLedger {
   uint64_t identity();
 
   LedgerFile* file_ = nullptr;
+  int fd_ = -1;  // open, with a shared flock, while file_ is mapped
   std::atomic<int> slot_{-1};
   std::atomic<uint64_t> identity_{0};
   pthread_mutex_t claim_lock_ = PTHREAD_MUTEX_INITIALIZER;

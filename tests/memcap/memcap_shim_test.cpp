@@ -3,6 +3,7 @@
 // the fake driver, whose devices hold 1 GiB each.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ TEST(MemcapShim, AllocationsPastTheCapFailWithOutOfMemory) {
             std::string::npos)
       << r.stderr_text;
   EXPECT_EQ(sandbox.device_peak(0), 256 * kMiB);
+  // The only process of the tenant removed the ledger when it exited.
+  EXPECT_FALSE(std::filesystem::exists(sandbox.state_dir() + "/t.ledger"));
 }
 
 TEST(MemcapShim, ReportsTheCapOrTheDevicesOwnNumbersWhicheverIsSmaller) {

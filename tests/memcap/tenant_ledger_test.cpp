@@ -170,6 +170,25 @@ TEST_F(TenantLedgerTest, ASlotLeftBeforeExecIsReclaimedWhenThisImageClaimsOne) {
   after_exec.close();
 }
 
+TEST_F(TenantLedgerTest, TheLastUserToLeaveRemovesTheLedgerFile) {
+  TenantLedger a, b;
+  open(a);
+  open(b);
+  const std::string path = a.path();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  a.remove_if_last_user();  // b has it open
+  EXPECT_TRUE(std::filesystem::exists(path));
+  a.close();
+  b.remove_if_last_user();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_EQ(b.reserve(0, 10, 100), Reservation::kReserved);  // still usable on the way out
+  b.close();
+  TenantLedger c;
+  open(c);
+  EXPECT_EQ(c.used(0), 0u);
+  c.close();
+}
+
 TEST_F(TenantLedgerTest, UnusableStateDirFailsWithTheReason) {
   TenantLedger ledger;
   char error[512];
