@@ -238,6 +238,8 @@ TEST(CudaFastPathAttention, PromptChunksMatchSimple) {
   check_attention(c, 32, "mixed prompts, chunks and decode rows");
   c.seqs = {{0, 1024}};
   check_attention(c, 33, "one prompt of 1024");
+  c.seqs = {{0, kFlashMinQueries}, {100, 1}, {3000, 1}};  // few rows: decode rows split
+  check_attention(c, 34, "a short prompt next to split decode rows");
 }
 
 TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {
