@@ -13,7 +13,9 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return ((uint64_t(uint32_t(left)) << 32) | uint32_t(right)) + 1;
 }
 
-uint64_t mix(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) ^ (key >> 29); }
+uint64_t mix(uint64_t key) {
+  return (key * 0x9E3779B97F4A7C15ull) ^ (key >> 29);
+}
 
 struct Symbol {
   int32_t id;  // -1 once merged into its left neighbour
@@ -25,15 +27,15 @@ struct Candidate {
   int32_t pos;  // index of the left symbol
   int32_t merged;
   // std heap functions build a max-heap: "less" means later (higher rank, then further right).
-  bool operator<(const Candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
 
 BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
-    : vocab_(std::move(vocab)), ignore_merges_(ignore_merges), cache_(std::make_unique<WordCache>()) {
+    : vocab_(std::move(vocab)),
+      ignore_merges_(ignore_merges),
+      cache_(std::make_unique<WordCache>()) {
   for (int b = 0; b < 256; ++b) {
     const int32_t id = id_of_bytes(std::string(1, char(b)));
     if (id < 0) {
@@ -109,7 +111,8 @@ void BpeModel::merge_symbols(std::string_view word, std::vector<int32_t>& out) c
   symbols.resize(n);
   heap.clear();
   for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = Symbol{byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+    symbols[i] =
+        Symbol{byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
   }
   auto push_candidate = [&](int32_t pos) {
     if (pos < 0 || symbols[pos].next < 0) return;

@@ -48,7 +48,8 @@ std::optional<std::string> byte_level_to_bytes(std::string_view token) {
 
 std::string bytes_to_byte_level(std::string_view bytes) {
   std::string out;
-  for (const char b : bytes) append_utf8(out, alphabet().char_of_byte[static_cast<unsigned char>(b)]);
+  for (const char b : bytes)
+    append_utf8(out, alphabet().char_of_byte[static_cast<unsigned char>(b)]);
   return out;
 }
 

@@ -11,7 +11,9 @@
 namespace gpufrac::engine {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -25,7 +27,9 @@ std::string_view rstrip_newlines(std::string_view s) {
   const size_t i = s.find_last_not_of('\n');
   return i == std::string_view::npos ? std::string_view() : s.substr(0, i + 1);
 }
-std::string_view strip_newlines(std::string_view s) { return lstrip_newlines(rstrip_newlines(s)); }
+std::string_view strip_newlines(std::string_view s) {
+  return lstrip_newlines(rstrip_newlines(s));
+}
 
 void check_roles(std::span<const ChatMessage> messages) {
   if (messages.empty()) throw std::invalid_argument("messages: at least one message is required");
@@ -38,7 +42,8 @@ void check_roles(std::span<const ChatMessage> messages) {
   }
 }
 
-std::string render_qwen3(std::span<const ChatMessage> messages, const ChatTemplateOptions& options) {
+std::string render_qwen3(std::span<const ChatMessage> messages,
+                         const ChatTemplateOptions& options) {
   std::string out;
   if (messages[0].role == "system") {
     out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
@@ -64,9 +69,11 @@ std::string render_qwen3(std::span<const ChatMessage> messages, const ChatTempla
       if (close != std::string_view::npos) {
         // content.split('</think>')[-1].lstrip('\n'), and the reasoning:
         // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
-        const std::string_view before = rstrip_newlines(content.substr(0, content.find("</think>")));
+        const std::string_view before =
+            rstrip_newlines(content.substr(0, content.find("</think>")));
         const size_t open = before.rfind("<think>");
-        reasoning = lstrip_newlines(open == std::string_view::npos ? before : before.substr(open + 7));
+        reasoning =
+            lstrip_newlines(open == std::string_view::npos ? before : before.substr(open + 7));
         content = lstrip_newlines(content.substr(close + 8));
       }
       out += "<|im_start|>assistant\n";
@@ -88,14 +95,17 @@ std::string render_qwen3(std::span<const ChatMessage> messages, const ChatTempla
   return out;
 }
 
-std::string render_chatml(std::span<const ChatMessage> messages, const ChatTemplateOptions& options) {
+std::string render_chatml(std::span<const ChatMessage> messages,
+                          const ChatTemplateOptions& options) {
   std::string out;
-  for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  for (const ChatMessage& m : messages)
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
   if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
 }
 
-std::string render_llama3(std::span<const ChatMessage> messages, const ChatTemplateOptions& options) {
+std::string render_llama3(std::span<const ChatMessage> messages,
+                          const ChatTemplateOptions& options) {
   std::string out = "<|begin_of_text|>";
   for (const ChatMessage& m : messages) {
     out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
@@ -112,9 +122,12 @@ std::string apply_chat_template(ChatTemplateKind kind, std::span<const ChatMessa
                                 const ChatTemplateOptions& options) {
   check_roles(messages);
   switch (kind) {
-    case ChatTemplateKind::kQwen3: return render_qwen3(messages, options);
-    case ChatTemplateKind::kChatMl: return render_chatml(messages, options);
-    case ChatTemplateKind::kLlama3: return render_llama3(messages, options);
+    case ChatTemplateKind::kQwen3:
+      return render_qwen3(messages, options);
+    case ChatTemplateKind::kChatMl:
+      return render_chatml(messages, options);
+    case ChatTemplateKind::kLlama3:
+      return render_llama3(messages, options);
   }
   throw std::invalid_argument("unknown chat template kind");
 }
@@ -131,7 +144,8 @@ std::optional<ChatTemplateKind> detect_chat_template(std::string_view jinja_sour
 }
 
 std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
-  for (ChatTemplateKind k : {ChatTemplateKind::kQwen3, ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3}) {
+  for (ChatTemplateKind k :
+       {ChatTemplateKind::kQwen3, ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3}) {
     if (chat_template_name(k) == name) return k;
   }
   return std::nullopt;
@@ -139,9 +153,12 @@ std::optional<ChatTemplateKind> chat_template_from_name(std::string_view name) {
 
 std::string_view chat_template_name(ChatTemplateKind kind) {
   switch (kind) {
-    case ChatTemplateKind::kQwen3: return "qwen3";
-    case ChatTemplateKind::kChatMl: return "chatml";
-    case ChatTemplateKind::kLlama3: return "llama3";
+    case ChatTemplateKind::kQwen3:
+      return "qwen3";
+    case ChatTemplateKind::kChatMl:
+      return "chatml";
+    case ChatTemplateKind::kLlama3:
+      return "llama3";
   }
   return "";
 }

@@ -28,8 +28,9 @@ void append_decomposed(char32_t cp, std::vector<CodePoint>& out) {
     return;
   }
   const auto& table = unicode_data::kDecompositions;
-  auto it = std::lower_bound(std::begin(table), std::end(table), uint32_t(cp),
-                             [](const unicode_data::Decomposition& d, uint32_t v) { return d.cp < v; });
+  auto it =
+      std::lower_bound(std::begin(table), std::end(table), uint32_t(cp),
+                       [](const unicode_data::Decomposition& d, uint32_t v) { return d.cp < v; });
   if (it != std::end(table) && it->cp == cp) {
     for (uint32_t i = 0; i < it->length; ++i) {
       const char32_t part = unicode_data::kDecompositionPool[it->offset + i];
@@ -51,10 +52,11 @@ char32_t compose_pair(char32_t first, char32_t second) {
     return first + (second - kTBase);
   }
   const auto& table = unicode_data::kCompositions;
-  auto it = std::lower_bound(std::begin(table), std::end(table), std::pair{first, second},
-                             [](const unicode_data::Composition& c, std::pair<char32_t, char32_t> v) {
-                               return c.first < v.first || (c.first == v.first && c.second < v.second);
-                             });
+  auto it =
+      std::lower_bound(std::begin(table), std::end(table), std::pair{first, second},
+                       [](const unicode_data::Composition& c, std::pair<char32_t, char32_t> v) {
+                         return c.first < v.first || (c.first == v.first && c.second < v.second);
+                       });
   if (it != std::end(table) && it->first == first && it->second == second) return it->composite;
   return 0;
 }
@@ -149,7 +151,8 @@ std::string nfc_normalize(std::string_view text) {
       continue;
     }
     const uint8_t ccc = (flags & unicode_flag::kCombining) ? combining_class(c.cp) : 0;
-    if (!(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe)) && !(ccc != 0 && last_ccc > ccc)) {
+    if (!(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe)) &&
+        !(ccc != 0 && last_ccc > ccc)) {
       last_ccc = ccc;
       pos += c.length;
       continue;

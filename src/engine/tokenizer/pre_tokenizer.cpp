@@ -65,7 +65,9 @@ class CharReader {
   std::string_view text_;
 };
 
-char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+char ascii_lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
+}
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos (text[pos] == '\''): the end of the match, or 0.
 size_t match_contraction(const CharReader& r, size_t pos) {

@@ -180,7 +180,8 @@ TokenizerJsonParts read_tokenizer_json(const std::string& text, const std::strin
   TokenizerJsonParts parts;
   PartsReader reader(parts);
   if (!Json::sax_parse(text, &reader)) fail(source, reader.error());
-  if (!reader.saw_vocab() || !reader.saw_merges()) fail(source, "model.vocab or model.merges is missing");
+  if (!reader.saw_vocab() || !reader.saw_merges())
+    fail(source, "model.vocab or model.merges is missing");
   return parts;
 }
 

@@ -15,8 +15,8 @@ namespace gpufrac::engine {
 
 struct TokenizerJsonParts {
   Json rest;  // the whole file except model.vocab and model.merges
-  std::vector<std::pair<std::string, int64_t>> vocab;        // spelling -> id, file order
-  std::vector<std::pair<std::string, std::string>> merges;   // rank order, "a b" already split
+  std::vector<std::pair<std::string, int64_t>> vocab;       // spelling -> id, file order
+  std::vector<std::pair<std::string, std::string>> merges;  // rank order, "a b" already split
 };
 
 // Parses the text of a tokenizer.json. Throws RuntimeFailure naming `source` when it is not JSON,

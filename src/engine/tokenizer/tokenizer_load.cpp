@@ -21,7 +21,8 @@ namespace {
 }
 
 bool is_null_or_empty_string(const Json& j, const char* key) {
-  return !j.contains(key) || j[key].is_null() || (j[key].is_string() && j[key].get<std::string>().empty());
+  return !j.contains(key) || j[key].is_null() ||
+         (j[key].is_string() && j[key].get<std::string>().empty());
 }
 
 // The normalizer: none, or NFC (alone or as the only member of a Sequence).
@@ -37,7 +38,8 @@ bool read_normalizer(const Json& j, const std::string& source) {
   fail(source, "normalizer " + n.dump() + " is not supported (only NFC or none)");
 }
 
-// The pre-tokenizer: Sequence[Split(<known regex>, Isolated), ByteLevel(no prefix space, no regex)].
+// The pre-tokenizer: Sequence[Split(<known regex>, Isolated), ByteLevel(no prefix space, no
+// regex)].
 PreTokenizerPattern read_pre_tokenizer(const Json& j, const std::string& source) {
   const std::string supported =
       " is not supported (expected a Sequence of a Split with the Qwen2 or Llama 3 regex, "
@@ -69,8 +71,8 @@ PreTokenizerPattern read_pre_tokenizer(const Json& j, const std::string& source)
 }
 
 // A TemplateProcessing's "single" template: special-token ids before and after the sequence.
-void read_template_processing(const Json& t, const std::string& source, std::vector<int32_t>& prefix,
-                              std::vector<int32_t>& suffix) {
+void read_template_processing(const Json& t, const std::string& source,
+                              std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
   bool after_sequence = false;
   for (const Json& item : t.at("single")) {
     if (item.contains("Sequence")) {
@@ -96,7 +98,8 @@ void read_post_processor(const Json& p, const std::string& source, std::vector<i
     return;
   }
   if (type == "Sequence") {
-    for (const Json& member : p.at("processors")) read_post_processor(member, source, prefix, suffix);
+    for (const Json& member : p.at("processors"))
+      read_post_processor(member, source, prefix, suffix);
     return;
   }
   fail(source, "post_processor type " + type +
@@ -156,7 +159,8 @@ Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& sou
     vocab.reserve(parts.vocab.size());
     int64_t max_id = -1;
     for (const auto& [token, id] : parts.vocab) {
-      if (id < 0 || id > INT32_MAX) fail(source, "model.vocab has an invalid id for '" + token + "'");
+      if (id < 0 || id > INT32_MAX)
+        fail(source, "model.vocab has an invalid id for '" + token + "'");
       max_id = std::max(max_id, id);
       vocab.emplace(token_bytes_or_fail(token, source), int32_t(id));
     }
@@ -183,9 +187,11 @@ Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& sou
     for (const Json& a : added) {
       const std::string content = a.at("content").get<std::string>();
       const int32_t id = a.at("id").get<int32_t>();
-      if (content.empty() || id < 0) fail(source, "added token " + std::to_string(id) + " is invalid");
+      if (content.empty() || id < 0)
+        fail(source, "added token " + std::to_string(id) + " is invalid");
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
-        fail(source, "added token '" + content + "' uses lstrip/rstrip/single_word (not supported)");
+        fail(source,
+             "added token '" + content + "' uses lstrip/rstrip/single_word (not supported)");
       }
       if (t.nfc_ && a.value("normalized", false)) {
         fail(source, "added token '" + content + "' is normalized (not supported with NFC)");
@@ -199,7 +205,8 @@ Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& sou
         return t.tokens_[a].bytes.size() > t.tokens_[b].bytes.size();
       });
     }
-    t.bpe_ = std::make_unique<BpeModel>(std::move(vocab), merges, model.value("ignore_merges", false));
+    t.bpe_ =
+        std::make_unique<BpeModel>(std::move(vocab), merges, model.value("ignore_merges", false));
   } catch (const Json::exception& e) {
     fail(source, std::string("unexpected tokenizer.json layout: ") + e.what());
   } catch (const std::invalid_argument& e) {

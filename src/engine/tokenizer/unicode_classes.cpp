@@ -8,8 +8,9 @@ namespace gpufrac::engine {
 uint8_t combining_class(char32_t cp) {
   if (!(unicode_flags(cp) & unicode_flag::kCombining)) return 0;
   const auto& ranges = unicode_data::kCccRanges;
-  auto it = std::upper_bound(std::begin(ranges), std::end(ranges), uint32_t(cp),
-                             [](uint32_t v, const unicode_data::CccRange& r) { return v < r.first; });
+  auto it =
+      std::upper_bound(std::begin(ranges), std::end(ranges), uint32_t(cp),
+                       [](uint32_t v, const unicode_data::CccRange& r) { return v < r.first; });
   if (it == std::begin(ranges)) return 0;
   --it;
   return cp <= it->last ? it->ccc : 0;

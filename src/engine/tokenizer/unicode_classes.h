@@ -64,8 +64,8 @@ inline DecodedChar decode_utf8(std::string_view text, size_t pos) {
     if (cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) return {cp, 3};
   }
   if (b0 >= 0xF0 && b0 <= 0xF4 && cont(pos + 1) && cont(pos + 2) && cont(pos + 3)) {
-    const char32_t cp = (b0 & 0x07) << 18 | (s[pos + 1] & 0x3F) << 12 |
-                        (s[pos + 2] & 0x3F) << 6 | (s[pos + 3] & 0x3F);
+    const char32_t cp = (b0 & 0x07) << 18 | (s[pos + 1] & 0x3F) << 12 | (s[pos + 2] & 0x3F) << 6 |
+                        (s[pos + 3] & 0x3F);
     if (cp >= 0x10000 && cp <= 0x10FFFF) return {cp, 4};
   }
   return {kInvalidBase + b0, 1};

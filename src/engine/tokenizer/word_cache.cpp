@@ -12,9 +12,13 @@ struct EntryHeader {
   uint16_t id_count;
 };
 
-size_t padded(size_t key_length) { return (key_length + 3) & ~size_t(3); }
+size_t padded(size_t key_length) {
+  return (key_length + 3) & ~size_t(3);
+}
 
-uint32_t tag_of(uint64_t hash) { return uint32_t(hash >> 32) | 1; }
+uint32_t tag_of(uint64_t hash) {
+  return uint32_t(hash >> 32) | 1;
+}
 
 bool same_bytes(const char* a, const char* b, size_t n) {
   size_t i = 0;
@@ -61,7 +65,9 @@ uint64_t hash_of_key(std::string_view word) {
 
 }  // namespace
 
-uint64_t WordCache::hash(std::string_view word) { return hash_of_key(word); }
+uint64_t WordCache::hash(std::string_view word) {
+  return hash_of_key(word);
+}
 
 bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t>& out) {
   Shard& shard = shard_of(shards_, hash);
@@ -97,7 +103,8 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
   const uint32_t tag = tag_of(hash);
   std::lock_guard lock(shard.mutex);
   const size_t entry_bytes = sizeof(EntryHeader) + padded(word.size()) + ids.size_bytes();
-  if (shard.entries >= kMaxEntriesPerShard || shard.arena.size() + entry_bytes > kArenaBytesPerShard) {
+  if (shard.entries >= kMaxEntriesPerShard ||
+      shard.arena.size() + entry_bytes > kArenaBytesPerShard) {
     shard.slots.clear();
     shard.arena.clear();
     shard.entries = 0;

@@ -1,11 +1,12 @@
 // Unit tests of the chat templates: exact prompt strings for each kind, role errors, detection
 // from the real tokenizer_config.json files and the stop ids. (chat_template_jinja_test checks the
 // same strings against the Jinja templates rendered by Python.)
+#include "engine/tokenizer/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-#include "engine/tokenizer/chat_template.h"
 #include "tokenizer_test_support.h"
 
 namespace gpufrac::engine {
@@ -39,9 +40,8 @@ TEST(ChatTemplate, Qwen3DropsThinkingFromEarlierAssistantTurns) {
 }
 
 TEST(ChatTemplate, Qwen3KeepsThinkingAfterTheLastUserTurn) {
-  const Messages m = {{"user", "q"},
-                      {"assistant", "<think>\nstep\n</think>\n\npartial"},
-                      {"assistant", "plain"}};
+  const Messages m = {
+      {"user", "q"}, {"assistant", "<think>\nstep\n</think>\n\npartial"}, {"assistant", "plain"}};
   // The first assistant turn has reasoning: kept; the last one always gets a think block.
   EXPECT_EQ(apply_chat_template(ChatTemplateKind::kQwen3, m, {.add_generation_prompt = false}),
             "<|im_start|>user\nq<|im_end|>\n"
@@ -105,9 +105,10 @@ TEST(ChatTemplate, StopTokenIds) {
 
 TEST(ChatTemplate, PromptEncodesMarkersAsSpecialIds) {
   const Tokenizer& t = test_util::qwen3();
-  const std::string prompt = apply_chat_template(ChatTemplateKind::kQwen3, Messages{{"user", "hi"}});
-  EXPECT_EQ(t.encode(prompt), (std::vector<int32_t>{151644, 872, 198, 6023, 151645, 198, 151644,
-                                                    77091, 198}));
+  const std::string prompt =
+      apply_chat_template(ChatTemplateKind::kQwen3, Messages{{"user", "hi"}});
+  EXPECT_EQ(t.encode(prompt),
+            (std::vector<int32_t>{151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198}));
 }
 
 }  // namespace

@@ -29,21 +29,25 @@ std::vector<std::string> lines_of(const std::string& path) {
   return lines;
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(const std::string& s) {
+  return "'" + s + "'";
+}
 
 std::string spell(const Tokenizer& t, const std::vector<int32_t>& ids, size_t from) {
   std::string out;
-  for (size_t i = from; i < ids.size() && i < from + 8; ++i) out += "[" + t.token_string(ids[i]) + "]";
+  for (size_t i = from; i < ids.size() && i < from + 8; ++i)
+    out += "[" + t.token_string(ids[i]) + "]";
   return out;
 }
 
 void expect_matches_javascript(const std::string& package, bool nfc) {
   const std::string dir = scratch_dir();
   const std::string corpus = dir + "/corpus.jsonl", js_ids = dir + "/" + package + "_js.jsonl";
-  ASSERT_NO_FATAL_FAILURE(run_checked("python3 " + quoted(tokenizer_test_dir() + "/make_corpus.py") +
-                                      " corpus " + quoted(corpus)));
-  ASSERT_NO_FATAL_FAILURE(run_checked("node " + quoted(tokenizer_test_dir() + "/encode_with_js.js") + " " +
-              quoted(test_util::npm_package_dir(package)) + " " + quoted(corpus) + " " + quoted(js_ids)));
+  ASSERT_NO_FATAL_FAILURE(run_checked(
+      "python3 " + quoted(tokenizer_test_dir() + "/make_corpus.py") + " corpus " + quoted(corpus)));
+  ASSERT_NO_FATAL_FAILURE(run_checked(
+      "node " + quoted(tokenizer_test_dir() + "/encode_with_js.js") + " " +
+      quoted(test_util::npm_package_dir(package)) + " " + quoted(corpus) + " " + quoted(js_ids)));
   const std::vector<std::string> texts = lines_of(corpus), expected = lines_of(js_ids);
   ASSERT_EQ(texts.size(), expected.size());
   const Tokenizer& t = test_util::real_tokenizer(package);
@@ -84,8 +88,8 @@ TEST(CrossCheck, Llama3EncodingEqualsJavaScriptOnTheCorpus) {
 
 TEST(CrossCheck, NfcEqualsPythonUnicodedata) {
   const std::string cases = scratch_dir() + "/nfc.jsonl";
-  ASSERT_NO_FATAL_FAILURE(
-      run_checked("python3 " + quoted(tokenizer_test_dir() + "/make_corpus.py") + " nfc " + quoted(cases)));
+  ASSERT_NO_FATAL_FAILURE(run_checked(
+      "python3 " + quoted(tokenizer_test_dir() + "/make_corpus.py") + " nfc " + quoted(cases)));
   size_t count = 0, failures = 0;
   for (const std::string& line : lines_of(cases)) {
     const Json pair = Json::parse(line);
@@ -125,13 +129,15 @@ void expect_matches_jinja(const std::string& package, ChatTemplateKind kind,
   Json cases_json = Json::array();
   for (const ChatCase& c : cases) {
     Json messages = Json::array();
-    for (const ChatMessage& m : c.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+    for (const ChatMessage& m : c.messages)
+      messages.push_back({{"role", m.role}, {"content", m.content}});
     Json j = {{"messages", messages}, {"add_generation_prompt", c.options.add_generation_prompt}};
     if (c.pass_enable_thinking) j["enable_thinking"] = c.options.enable_thinking;
     cases_json.push_back(j);
   }
   const std::string dir = scratch_dir();
-  const std::string in = dir + "/" + package + "_chat_cases.json", out = dir + "/" + package + "_chat.json";
+  const std::string in = dir + "/" + package + "_chat_cases.json",
+                    out = dir + "/" + package + "_chat.json";
   std::ofstream(in) << cases_json.dump();
   ASSERT_NO_FATAL_FAILURE(run_checked(
       python_with_jinja2() + " " + quoted(tokenizer_test_dir() + "/render_chat_template.py") + " " +
@@ -167,8 +173,12 @@ TEST(CrossCheck, Qwen3ChatTemplateEqualsJinja) {
       {continuation, {.add_generation_prompt = false}, false},
       {continuation, {}, false},
       {{{"system", "s1"}, {"system", "s2"}, {"user", "u"}}, {}, false},
-      {{{"user", "<tool_response>\nx\n</tool_response>"}, {"assistant", "<think>r</think>a"}}, {}, false},
-      {{{"user", "  spaces \n"}, {"assistant", ""}, {"user", "\u4f60\u597d \U0001F600"}}, {}, false},
+      {{{"user", "<tool_response>\nx\n</tool_response>"}, {"assistant", "<think>r</think>a"}},
+       {},
+       false},
+      {{{"user", "  spaces \n"}, {"assistant", ""}, {"user", "\u4f60\u597d \U0001F600"}},
+       {},
+       false},
       {{{"assistant", "no user at all"}}, {}, false},
   };
   expect_matches_jinja("tokenizer-qwen3", ChatTemplateKind::kQwen3, cases);
@@ -178,8 +188,12 @@ TEST(CrossCheck, Llama3ChatTemplateEqualsJinja) {
   // This package's template (Llama 3 base) always appends the generation prompt.
   std::vector<ChatCase> cases = {
       {{{"user", "hi"}}, {}, false},
-      {{{"system", "  Be brief.\n"}, {"user", "\tWhat is 2+2? "}, {"assistant", "4\n\n"},
-        {"user", "\u3000And 3+3?\u0085"}}, {}, false},
+      {{{"system", "  Be brief.\n"},
+        {"user", "\tWhat is 2+2? "},
+        {"assistant", "4\n\n"},
+        {"user", "\u3000And 3+3?\u0085"}},
+       {},
+       false},
       {{{"user", ""}}, {}, false},
   };
   expect_matches_jinja("tokenizer-llama3", ChatTemplateKind::kLlama3, cases);

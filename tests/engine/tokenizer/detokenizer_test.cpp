@@ -1,11 +1,12 @@
 // Property tests of StreamingDetokenizer on the real Qwen3 vocabulary: fed one id at a time, the
 // deltas are always whole, well-formed characters, nothing is emitted twice, and together they
 // are exactly decode(ids).
+#include "engine/tokenizer/detokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "tokenizer_test_support.h"
 
@@ -54,9 +55,10 @@ TEST(StreamingDetokenizer, HoldsBytesOfACharacterSplitAcrossTokens) {
 
 TEST(StreamingDetokenizer, EqualsDecodeOnRandomText) {
   const Tokenizer& t = test_util::qwen3();
-  const std::vector<std::string> pool = {"a", "Z", " ", "\n", "  ", "é", "ß", "ж", "世", "界",
-                                         "\u9f98", "😀", "👩‍💻", "🇩🇪", "\U0001FAE0", "ก", "्",
-                                         "<|im_end|>", "<think>", "12", "'s", "\t"};
+  const std::vector<std::string> pool = {
+      "a",  "Z",          " ",       "\n", "  ",          "é",  "ß",          "ж",
+      "世", "界",         "\u9f98",  "😀",  "👩‍💻", "🇩🇪", "\U0001FAE0", "ก",
+      "्",   "<|im_end|>", "<think>", "12", "'s",          "\t"};
   std::mt19937 rng(11);
   for (int trial = 0; trial < 300; ++trial) {
     std::string text;
@@ -78,9 +80,9 @@ TEST(StreamingDetokenizer, EqualsDecodeOnRandomIds) {
     Ids ids(1 + rng() % 40);
     for (int32_t& id : ids) {
       const uint32_t pick = rng() % 10;
-      id = pick < 6   ? int32_t(rng() % 256)             // byte-ish tokens, often partial UTF-8
-           : pick < 9 ? int32_t(rng() % 151936)          // anything the model can sample
-                      : int32_t(151643 + rng() % 26);    // added tokens
+      id = pick < 6   ? int32_t(rng() % 256)           // byte-ish tokens, often partial UTF-8
+           : pick < 9 ? int32_t(rng() % 151936)        // anything the model can sample
+                      : int32_t(151643 + rng() % 26);  // added tokens
     }
     EXPECT_EQ(stream(t, ids, true), t.decode(ids, true));
     EXPECT_EQ(stream(t, ids, false), t.decode(ids, false));

