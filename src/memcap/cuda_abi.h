@@ -192,6 +192,7 @@ enum {
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index);
 
 #pragma GCC visibility pop
 

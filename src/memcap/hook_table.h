@@ -60,7 +60,8 @@ namespace gpufrac::memcap {
   X(cuDeviceGet, "cuDeviceGet", 2000, false, kCuda, false)                                 \
   X(cuDeviceGetUuid, "cuDeviceGetUuid", 9020, false, kCuda, false)                         \
   X(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 11040, false, kCuda, false)                     \
-  X(nvmlDeviceGetUUID, "nvmlDeviceGetUUID", 0, false, kNvml, false)
+  X(nvmlDeviceGetUUID, "nvmlDeviceGetUUID", 0, false, kNvml, false)                        \
+  X(nvmlDeviceGetIndex, "nvmlDeviceGetIndex", 0, false, kNvml, false)
 
 enum class EntryId : int {
 #define GPUFRAC_MEMCAP_ENUM(symbol, base, version, per_thread, library, hooked) symbol,

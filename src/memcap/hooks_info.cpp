@@ -4,12 +4,18 @@
 // never below zero. Without a cap they report the driver's numbers untouched. cuInit is
 // interposed to refuse CUDA early, with the reason on stderr, when the cap cannot be enforced.
 //
-// NVML numbers devices by itself, CUDA by CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER: an NVML
-// device is matched to its CUDA ordinal by UUID (cached per handle).
+// NVML numbers devices by itself, CUDA by CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER. Once this
+// process has initialized CUDA, an NVML device is matched to its CUDA ordinal by UUID. Before
+// that the shim must not initialize CUDA itself (programs such as vLLM query NVML precisely so
+// that CUDA stays uninitialized until they fork their workers), so it reads CUDA_VISIBLE_DEVICES:
+// UUID entries match exactly; index entries (or no variable) are taken as NVML indices, which is
+// CUDA's order too on machines with identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID.
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -23,6 +29,7 @@ namespace {
 constexpr int kCachedNvmlDevices = 64;
 constinit std::atomic<nvmlDevice_t> g_nvml_handles[kCachedNvmlDevices] = {};
 constinit std::atomic<int> g_nvml_ordinals[kCachedNvmlDevices] = {};  // ordinal + 1; 0 = unknown
+constinit std::atomic<pid_t> g_cuda_initialized_by{0};  // the pid whose cuInit succeeded
 
 void format_uuid(const CUuuid& uuid, char* out, size_t size) {
   const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
@@ -35,14 +42,13 @@ int cuda_ordinal_by_uuid(const char* nvml_uuid) {
   const char* hex = strchr(nvml_uuid, '-');  // "GPU-..." or "MIG-..."
   if (hex == nullptr) return -1;
   ++hex;
-  auto init = REAL(cuInit);
   auto count_devices = REAL(cuDeviceGetCount);
   auto get_device = REAL(cuDeviceGet);
   auto get_uuid = REAL(cuDeviceGetUuid_v2);
   if (get_uuid == nullptr) get_uuid = REAL(cuDeviceGetUuid);
   int count = 0;
-  if (init == nullptr || count_devices == nullptr || get_device == nullptr || get_uuid == nullptr ||
-      init(0) != CUDA_SUCCESS || count_devices(&count) != CUDA_SUCCESS) {
+  if (count_devices == nullptr || get_device == nullptr || get_uuid == nullptr ||
+      count_devices(&count) != CUDA_SUCCESS) {
     return -1;
   }
   for (int i = 0; i < count; ++i) {
@@ -58,6 +64,28 @@ int cuda_ordinal_by_uuid(const char* nvml_uuid) {
   return -1;
 }
 
+// Position of the NVML device in CUDA_VISIBLE_DEVICES (see the file comment), or -1.
+int visible_ordinal(const char* nvml_uuid, unsigned nvml_index) {
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return int(nvml_index);
+  int position = 0;
+  for (const char* entry = visible; *entry != '\0'; ++position) {
+    size_t length = strcspn(entry, ",");
+    if (length == 0) return -1;  // CUDA stops at an invalid entry
+    if (strncasecmp(entry, "GPU-", 4) == 0 || strncasecmp(entry, "MIG-", 4) == 0) {
+      if (strncasecmp(nvml_uuid, entry, length) == 0) return position;  // a UUID or its prefix
+    } else {
+      char* end = nullptr;
+      unsigned long index = strtoul(entry, &end, 10);
+      if (end != entry + length) return -1;
+      if (index == nvml_index) return position;
+    }
+    entry += length;
+    if (*entry == ',') ++entry;
+  }
+  return -1;
+}
+
 // The CUDA ordinal of an NVML device, or -1 if CUDA does not show it to this process.
 int cuda_ordinal(nvmlDevice_t device) {
   for (int i = 0; i < kCachedNvmlDevices; ++i) {
@@ -67,8 +95,14 @@ int cuda_ordinal(nvmlDevice_t device) {
     }
   }
   auto get_uuid = REAL(nvmlDeviceGetUUID);
+  auto get_index = REAL(nvmlDeviceGetIndex);
   char uuid[96];
+  unsigned index = 0;
   if (get_uuid == nullptr || get_uuid(device, uuid, sizeof uuid) != NVML_SUCCESS) return -1;
+  if (g_cuda_initialized_by.load() != getpid()) {
+    if (get_index == nullptr || get_index(device, &index) != NVML_SUCCESS) return -1;
+    return visible_ordinal(uuid, index);  // not cached: CUDA may be initialized later
+  }
   int ordinal = cuda_ordinal_by_uuid(uuid);
   for (int i = 0; i < kCachedNvmlDevices; ++i) {
     nvmlDevice_t empty = nullptr;
@@ -105,7 +139,9 @@ CUresult cuInit(unsigned int flags) {
   if (cap_requested()) {
     if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
   }
-  return real(flags);
+  CUresult result = real(flags);
+  if (result == CUDA_SUCCESS) g_cuda_initialized_by.store(getpid());
+  return result;
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {

@@ -212,6 +212,10 @@ CUresult cuInit(unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
+int fake_cuda_initialized(void) {
+  return g_initialized ? 1 : 0;
+}
+
 CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = 13000;

@@ -70,6 +70,8 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool);
 // A variant of cuMemAlloc that no interposer knows, as a future driver might add (hypothetical:
 // CUDA 13 has none); handed out only with FAKE_CUDA_NEWER_MEMALLOC, exported always.
 CUresult cuMemAlloc_v3(CUdeviceptr* dptr, size_t bytes, unsigned int flags);
+// Not a driver function: whether cuInit has run in this process (tests check who initialized).
+int fake_cuda_initialized(void);
 
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);

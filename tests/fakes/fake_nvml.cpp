@@ -59,6 +59,12 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  *index = unsigned(fake(device) - g_devices);
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
   CUuuid bytes = fake_device_uuid(fake(device)->cuda_device);

@@ -40,7 +40,7 @@ struct Options {
           "alloc32 SIZE | managed SIZE | pitch WIDTH HEIGHT | free I | async SIZE | pool SIZE | "
           "devpool SIZE | hostpool SIZE | freeasync I | create SIZE | hostcreate SIZE | map H | "
           "retain H | unmap H | release H | info | info32 | total N | nvml I | nvml2 I | reset | "
-          "ctxcreate | ctxdestroy | lookup NAME VERSION | dlsym NAME | hold | "
+          "ctxcreate | ctxdestroy | lookup NAME VERSION | dlsym NAME | initialized | hold | "
           "fork STEP... end | stress THREADS ITERATIONS MAX_MIB SEED\n",
           problem);
   exit(2);
@@ -382,6 +382,8 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
     } else if (step == "dlsym") {
       const char* name = next(i);
       line("dlsym %s %s", name, dlsym(libcuda_, name) != nullptr ? "found" : "missing");
+    } else if (step == "initialized") {
+      line("initialized %s", fake_cuda_initialized() ? "yes" : "no");
     } else if (step == "hold") {
       line("holding");
       while (true) pause();

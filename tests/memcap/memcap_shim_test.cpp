@@ -161,6 +161,24 @@ TEST(MemcapShim, NvmlReportsTheCapOfTheMatchingCudaDevice) {
                             "nvml 0 total=1073741824 free=968884224 used=104857600"}));
 }
 
+// Before the process has initialized CUDA, the shim must not do it for NVML (a parent that
+// initializes CUDA cannot fork CUDA workers): it matches devices through CUDA_VISIBLE_DEVICES.
+TEST(MemcapShim, NvmlBeforeCudaIsInitializedLeavesCudaAlone) {
+  MemcapSandbox sandbox;
+  // The UUID of fake CUDA device 1, which NVML lists first: CUDA ordinal 0 of this process.
+  Environment by_uuid = {{"CUDA_VISIBLE_DEVICES", "GPU-6a0f2c41-1122-3344-5566-7708090a0b01"}};
+  ProgramResult r = sandbox.probe({"nvml", "0", "nvml", "1", "initialized"}, "0=256M", by_uuid);
+  EXPECT_EQ(r.lines, (Lines{"nvml 0 total=268435456 free=268435456 used=0",
+                            "nvml 1 total=1073741824 free=1073741824 used=0", "initialized no"}))
+      << r.stderr_text;
+  Environment by_index = {{"CUDA_VISIBLE_DEVICES", "1"}};
+  r = sandbox.probe({"nvml", "0", "nvml2", "1", "initialized"}, "0=256M", by_index);
+  EXPECT_EQ(r.lines,
+            (Lines{"nvml 0 total=1073741824 free=1073741824 used=0",
+                   "nvml2 1 total=268435456 free=268435456 used=0 reserved=0", "initialized no"}))
+      << r.stderr_text;
+}
+
 TEST(MemcapShim, AnInvalidConfigurationRefusesCudaInsteadOfRunningUncapped) {
   MemcapSandbox sandbox;
   ProgramResult r = sandbox.probe({"init", "alloc", "1M", "info"}, "lots");
