@@ -65,11 +65,11 @@ void after_fork_in_parent() {
 // contexts): it starts with empty tables and takes its own ledger slot when it first allocates.
 void after_fork_in_child() {
   for (GuardedTable* table : kTables) {
-    pthread_mutex_init(&table->lock, nullptr);
     table->table.clear();
+    pthread_mutex_unlock(&table->lock);  // locked by this thread in before_fork()
   }
-  pthread_mutex_init(&g_ready_lock, nullptr);
   g_ledger.value.forget_slot_after_fork();
+  pthread_mutex_unlock(&g_ready_lock);
 }
 
 void load_config() {
