@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -118,6 +119,9 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
     plan.argv = {context.gpufrac_binary, "serve", "--model", model.model,
                  "--device", device.is_cpu() ? "cpu" : "cuda", "--host", "127.0.0.1",
                  "--port", std::to_string(port)};
+    bool named = std::any_of(model.engine_args.begin(), model.engine_args.end(),
+                             [](const auto& arg) { return arg.first == "served-model-name"; });
+    if (!named) plan.argv.insert(plan.argv.end(), {"--served-model-name", model.name});
     for (const auto& [key, value] : model.engine_args) {
       plan.argv.push_back("--" + key);
       if (!value.empty()) plan.argv.push_back(value);

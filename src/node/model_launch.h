@@ -14,7 +14,7 @@
 //                     GPUFRAC_NODE_SM_PERCENT (so any engine can read its limits), then the
 //                     model's own env: entries.
 // Command line: builtin = `<gpufrac> serve --model M --device cuda|cpu --host 127.0.0.1
-// --port P [--KEY VALUE for engine_args]`; command: = `/bin/sh -c <command>` with {port}, {gpu},
+// --port P --served-model-name NAME [--KEY VALUE for engine_args]`; command: = `/bin/sh -c <command>` with {port}, {gpu},
 // {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name} replaced ("exec <command>" when
 // it is a plain command line, so that the engine itself is the process the node watches).
 #pragma once

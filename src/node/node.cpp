@@ -3,6 +3,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -52,8 +53,10 @@ void Node::start(const NodeSpec& spec) {
   bool any_fractions_gpu = false;
   for (size_t d = 0; d < placement_.devices.size(); ++d) {
     const PlacementDevice& device = placement_.devices[d];
+    bool used = std::any_of(placement_.instances.begin(), placement_.instances.end(),
+                            [&](const PlacedInstance& i) { return i.device_index == d; });
     MpsDaemonConfig config;
-    if (!device.is_cpu() && device.mode == SharingMode::kFractions) {
+    if (used && !device.is_cpu() && device.mode == SharingMode::kFractions) {
       std::string dir = run_dir_ + "/mps/gpu" + device.id;
       config = {find_mps_control(spec.mps_control), device.uuid, dir + "/pipe", dir + "/log"};
       any_fractions_gpu = true;

@@ -1,5 +1,5 @@
 // A running node: a spec made real. Node::up() places every model (placement.h), takes the run
-// directory, opens the router, starts one MPS control daemon per `fractions` GPU, starts every
+// directory, opens the router, starts one MPS control daemon per `fractions` GPU holding a model, starts every
 // model under its limits (model_launch.h) and waits until all are healthy and — on `fractions`
 // GPUs — verified as MPS clients of their GPU's daemon. Any failure stops everything it started
 // and throws (UsageError for spec/placement problems, RuntimeFailure otherwise): a node is all up

@@ -64,7 +64,8 @@ models:
   ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
   EXPECT_EQ(plan.argv, (std::vector<std::string>{"/opt/gpufrac/gpufrac", "serve", "--model", "qwen3-4b",
                                                  "--device", "cuda", "--host", "127.0.0.1", "--port",
-                                                 "9001", "--max-num-seqs", "32", "--enforce-eager"}));
+                                                 "9001", "--served-model-name", "a", "--max-num-seqs", "32",
+                                                 "--enforce-eager"}));
   EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "GPU-abc");
   EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "/run/n/mps/gpu3/pipe");
   EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");

@@ -14,7 +14,7 @@
 #include "node/node.h"
 #include "node/node_state.h"
 #include "node/process.h"
-#include "node_test_util.h"
+#include "fake_engine_spec.h"
 #include "stream_client.h"
 
 namespace gpufrac {
