@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "engine/serve_command.h"
 #include "memcap/memcap_command.h"
 #include "node/down_command.h"
 #include "node/gpus_command.h"
@@ -24,6 +25,7 @@ struct Command {
 
 // One line per subcommand, in the order `gpufrac --help` lists them.
 const std::vector<Command> kCommands = {
+    {"serve", "the built-in engine: one model, OpenAI-compatible HTTP, CUDA or CPU", gpufrac::serve_command},
     {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
     {"memcap", "run a command under a hard GPU memory cap", gpufrac::memcap_command},
     {"up", "start a node: models on GPU fractions behind one router", gpufrac::up_command},

@@ -1,0 +1,221 @@
+#include "engine/engine.h"
+
+#include <exception>
+#include <stdexcept>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace gpufrac::engine {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
+  if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
+  for (int32_t t : r.prompt) {
+    if (t < 0 || t >= config.vocab_size) throw std::invalid_argument("token id out of vocabulary");
+  }
+  if (r.stop.max_tokens < 1 || r.stop.min_tokens < 0 || r.stop.min_tokens > r.stop.max_tokens) {
+    throw std::invalid_argument("need 0 <= min_tokens <= max_tokens and max_tokens >= 1");
+  }
+  if (static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens > max_model_len) {
+    throw std::invalid_argument("prompt + max_tokens exceeds max_model_len");
+  }
+}
+
+}  // namespace
+
+Engine::Engine(ModelRunner& runner, EngineOptions options)
+    : runner_(runner),
+      options_(options),
+      allocator_(options.num_kv_blocks, options.block_size),
+      scheduler_(options.scheduler, allocator_) {
+  if (allocator_.blocks_for_tokens(options_.max_model_len) > options_.num_kv_blocks) {
+    throw std::invalid_argument("the KV pool cannot hold one sequence of max_model_len tokens");
+  }
+  runner_.allocate_kv_cache(options_.num_kv_blocks, options_.block_size);
+  batch_.sequences.reserve(options_.scheduler.max_num_seqs);
+  result_.next_tokens.reserve(options_.scheduler.max_num_seqs);
+  metrics_.kv_cache_blocks_total = options_.num_kv_blocks;
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard lock(mutex_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Engine::Admission Engine::submit(uint64_t id, EngineRequest request,
+                                 std::shared_ptr<RequestSink> sink) {
+  check_request(request, runner_.config(), options_.max_model_len);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return Admission::kStopped;
+    int64_t waiting = scheduler_waiting_.load() + static_cast<int64_t>(incoming_.size());
+    if (waiting >= options_.max_waiting_requests) {
+      ++metrics_.requests_rejected_total;
+      return Admission::kQueueFull;
+    }
+    incoming_.push_back({id, std::move(request), std::move(sink), monotonic_ns()});
+  }
+  wake_.notify_one();
+  return Admission::kAccepted;
+}
+
+void Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work();
+      });
+      if (stopping_) break;
+      incoming_local_.swap(incoming_);
+      cancels_local_.swap(cancels_);
+      // Counted as waiting until admitted below: keeps submit()'s cap exact across the swap.
+      scheduler_waiting_ += static_cast<int64_t>(incoming_local_.size());
+    }
+    for (Pending& p : incoming_local_) admit(p);
+    incoming_local_.clear();
+    // After admission, so that a cancel racing its own submit finds the request.
+    for (uint64_t id : cancels_local_) finish(id, FinishReason::kCancelled);
+    cancels_local_.clear();
+    if (scheduler_.has_work()) run_step();
+    publish_gauges();
+  }
+  std::vector<uint64_t> ids;
+  for (const auto& [id, active] : active_) ids.push_back(id);
+  for (uint64_t id : ids) finish(id, FinishReason::kCancelled);
+  {
+    std::lock_guard lock(mutex_);
+    incoming_local_.swap(incoming_);
+  }
+  for (Pending& p : incoming_local_) p.sink->on_finish({FinishReason::kCancelled, 0, 0, {}});
+  incoming_local_.clear();
+}
+
+void Engine::admit(Pending& p) {
+  const EngineRequest& r = p.request;
+  SamplingParams sampling;
+  sampling.temperature = r.temperature;
+  sampling.top_k = r.top_k;
+  sampling.top_p = r.top_p;
+  sampling.seed = r.seed ? *r.seed : splitmix64(options_.seed ^ splitmix64(p.id));
+  auto sequence = std::make_unique<Sequence>(p.id, std::move(p.request.prompt),
+                                             std::move(p.request.stop), sampling,
+                                             runner_.config().eos_token_ids);
+  scheduler_.add(sequence.get());
+  active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
+}
+
+void Engine::run_step() {
+  const SchedulerOutput& out = scheduler_.schedule();
+  metrics_.num_preemptions_total += out.num_preempted;
+  publish_gauges();  // admissions and preemptions show while the step runs
+  batch_.sequences.clear();
+  int sampled = 0;
+  for (const ScheduledChunk& c : out.chunks) {
+    const Sequence& s = *c.sequence;
+    SequenceWork work;
+    work.tokens = std::span<const int32_t>(s.tokens()).subspan(c.start, c.num_tokens);
+    work.start_position = static_cast<int32_t>(c.start);
+    work.block_table = s.block_table;
+    work.sample = c.sample;
+    work.sampling = s.sampling_for_step();
+    batch_.sequences.push_back(work);
+    sampled += c.sample ? 1 : 0;
+  }
+  if (batch_.sequences.empty()) return;
+  try {
+    runner_.forward(batch_, result_);
+    if (static_cast<int>(result_.next_tokens.size()) != sampled) {
+      throw std::runtime_error("runner returned " + std::to_string(result_.next_tokens.size()) +
+                               " tokens for " + std::to_string(sampled) + " sampled sequences");
+    }
+  } catch (const std::exception& e) {
+    // The step's requests fail; everyone else keeps being served.
+    log_error("engine: forward failed, failing ", out.chunks.size(), " requests: ", e.what());
+    std::vector<uint64_t> failed;
+    for (const ScheduledChunk& c : out.chunks) failed.push_back(c.sequence->id());
+    for (uint64_t id : failed) finish(id, FinishReason::kError, e.what());
+    return;
+  }
+  scheduler_.complete_step();
+  int64_t now = monotonic_ns();
+  size_t next = 0;
+  // Chunks stay readable while requests finish: finish() frees only the finished sequence.
+  for (const ScheduledChunk& c : out.chunks) {
+    if (!c.sample) continue;
+    int32_t token = result_.next_tokens[next++];
+    Sequence* s = c.sequence;
+    Active& a = active_.at(s->id());
+    if (a.last_token_ns == 0) {
+      metrics_.time_to_first_token.observe(ns_to_ms(now - a.arrival_ns) / 1e3);
+      metrics_.prompt_tokens_total += s->prompt_len();
+    } else {
+      metrics_.inter_token_latency.observe(ns_to_ms(now - a.last_token_ns) / 1e3);
+    }
+    a.last_token_ns = now;
+    FinishReason reason = s->append_token(token);
+    ++metrics_.generation_tokens_total;
+    a.sink->on_token(token, reason);
+    if (reason != FinishReason::kNone) finish(s->id(), reason);
+  }
+}
+
+void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  Active& a = it->second;
+  scheduler_.finish(a.sequence.get());
+  RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_generated(),
+                         std::move(error)};
+  metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - a.arrival_ns) / 1e3);
+  switch (reason) {
+    case FinishReason::kStop: ++metrics_.requests_finished_stop; break;
+    case FinishReason::kLength: ++metrics_.requests_finished_length; break;
+    case FinishReason::kCancelled: ++metrics_.requests_finished_abort; break;
+    case FinishReason::kError: ++metrics_.requests_finished_error; break;
+    case FinishReason::kNone: break;
+  }
+  std::shared_ptr<RequestSink> sink = std::move(a.sink);
+  active_.erase(it);
+  publish_gauges();  // whoever hears of the finish sees its blocks freed
+  sink->on_finish(outcome);
+}
+
+void Engine::publish_gauges() {
+  int64_t waiting = static_cast<int64_t>(scheduler_.num_waiting());
+  scheduler_waiting_ = waiting;
+  metrics_.num_requests_running = static_cast<int64_t>(scheduler_.num_running());
+  metrics_.num_requests_waiting = waiting;
+  metrics_.kv_cache_blocks_used = allocator_.num_used_blocks();
+}
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,134 @@
+// Engine: the loop thread that drives a ModelRunner. It takes new requests and cancellations from
+// any thread, and per step runs scheduler -> runner.forward -> hands each sampled token to its
+// request's sink, finishing requests on their stop rules. It owns the KV block allocator and the
+// scheduler; the runner (and its KV memory, allocated here once) is borrowed and must outlive it.
+//
+// Thread-safety: submit(), cancel(), metrics() and the accessors may be called from any thread.
+// Sinks are called on the engine thread only, in order (tokens, then exactly one on_finish), and
+// must not block: they hand bytes to an HTTP response and return.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_block_allocator.h"
+#include "engine/metrics.h"
+#include "engine/runner.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace gpufrac::engine {
+
+struct EngineOptions {
+  int num_kv_blocks = 0;
+  int block_size = 16;
+  int max_model_len = 0;  // prompt + max_tokens at most (checked by submit)
+  SchedulerConfig scheduler;
+  int max_waiting_requests = 4096;  // submit() refuses more than this many waiting requests
+  uint64_t seed = 0;                // seeds requests that bring no seed of their own
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;  // token ids, non-empty, each in [0, vocab_size)
+  StopCriteria stop;
+  float temperature = 1;
+  int top_k = 0;
+  float top_p = 1;
+  std::optional<uint64_t> seed;
+};
+
+struct RequestOutcome {
+  FinishReason reason = FinishReason::kNone;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::string error;  // for kError
+};
+
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  // A sampled token; `finish` is set (kStop, kLength) when it is the request's last one.
+  virtual void on_token(int32_t token, FinishReason finish) = 0;
+  // Exactly once, after the last on_token (also for cancelled and failed requests).
+  virtual void on_finish(const RequestOutcome& outcome) = 0;
+};
+
+class Engine {
+ public:
+  // Allocates the runner's KV cache (options.num_kv_blocks x block_size).
+  Engine(ModelRunner& runner, EngineOptions options);
+  ~Engine();  // stop()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  // Stops the loop; requests still in flight finish as kCancelled.
+  void stop();
+
+  enum class Admission { kAccepted, kQueueFull, kStopped };
+  uint64_t new_request_id() { return next_id_.fetch_add(1); }
+  // Queues a request under an id from new_request_id(). The request must be valid (see
+  // EngineRequest; prompt + max_tokens <= max_model_len): an invalid one throws
+  // std::invalid_argument, as the server checks first. On kQueueFull / kStopped the sink is not
+  // called.
+  Admission submit(uint64_t id, EngineRequest request, std::shared_ptr<RequestSink> sink);
+  // Cancels a request wherever it is (waiting, running, not yet picked up); its blocks are freed
+  // and its sink gets on_finish(kCancelled). Unknown or finished ids are ignored.
+  void cancel(uint64_t id);
+
+  const ModelConfig& model_config() const { return runner_.config(); }
+  const EngineOptions& options() const { return options_; }
+  const EngineMetrics& metrics() const { return metrics_; }
+
+ private:
+  struct Pending {
+    uint64_t id;
+    EngineRequest request;
+    std::shared_ptr<RequestSink> sink;
+    int64_t arrival_ns;
+  };
+  struct Active {
+    std::unique_ptr<Sequence> sequence;
+    std::shared_ptr<RequestSink> sink;
+    int64_t arrival_ns = 0;
+    int64_t last_token_ns = 0;  // 0 until the first token
+  };
+
+  void loop();
+  void admit(Pending& pending);
+  void run_step();
+  void finish(uint64_t id, FinishReason reason, std::string error = {});
+  void publish_gauges();
+
+  ModelRunner& runner_;
+  EngineOptions options_;
+  KvBlockAllocator allocator_;
+  Scheduler scheduler_;
+  EngineMetrics metrics_;
+
+  std::mutex mutex_;  // guards incoming_, cancels_, stopping_
+  std::condition_variable wake_;
+  std::vector<Pending> incoming_;
+  std::vector<uint64_t> cancels_;
+  bool stopping_ = false;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int64_t> scheduler_waiting_{0};  // published by the loop for submit()'s queue cap
+  std::thread thread_;
+
+  // Loop-thread state, reused every step.
+  std::unordered_map<uint64_t, Active> active_;
+  std::vector<Pending> incoming_local_;
+  std::vector<uint64_t> cancels_local_;
+  StepBatch batch_;
+  StepResult result_;
+};
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,119 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace gpufrac::engine {
+
+Scheduler::Scheduler(SchedulerConfig config, KvBlockAllocator& allocator)
+    : config_(config), allocator_(allocator) {
+  if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0) {
+    throw std::invalid_argument("Scheduler needs max_num_seqs > 0 and max_num_batched_tokens > 0");
+  }
+  running_.reserve(config_.max_num_seqs);
+  output_.chunks.reserve(config_.max_num_seqs);
+}
+
+void Scheduler::add(Sequence* sequence) {
+  sequence->status = SequenceStatus::kWaiting;
+  sequence->arrival_order = next_arrival_++;
+  waiting_.push_back(sequence);
+}
+
+const SchedulerOutput& Scheduler::schedule() {
+  ++step_;
+  output_.chunks.clear();
+  output_.num_batched_tokens = 0;
+  output_.num_preempted = 0;
+  budget_left_ = config_.max_num_batched_tokens;
+
+  // 1. Decodes, oldest first. An index loop: reserve_blocks may remove sequences from running_
+  // (only the current one or newer ones, never those already visited).
+  for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
+    Sequence* s = running_[i];
+    if (s->num_uncomputed() == 1 && s->scheduled_step != step_) {
+      if (!reserve_blocks(s, s->num_computed + 1)) continue;  // s left running_; i is the next one
+      plan(s, 1);
+    }
+    ++i;
+  }
+  // 2. Prompt chunks of running sequences (new prompts being chunked, or recomputes).
+  for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
+    Sequence* s = running_[i];
+    if (s->scheduled_step != step_) {
+      int64_t n = std::min(s->num_uncomputed(), budget_left_);
+      if (!reserve_blocks(s, s->num_computed + n)) continue;
+      plan(s, n);
+    }
+    ++i;
+  }
+  // 3. Admission, strictly FCFS. Not after a preemption: the pool is short already.
+  while (output_.num_preempted == 0 && !waiting_.empty() &&
+         running_.size() < static_cast<size_t>(config_.max_num_seqs) && budget_left_ > 0) {
+    Sequence* s = waiting_.front();
+    int64_t n = std::min(s->num_uncomputed(), budget_left_);
+    if (!allocator_.grow(s->block_table, s->num_computed + n)) break;
+    waiting_.pop_front();
+    s->status = SequenceStatus::kRunning;
+    insert_running(s);
+    plan(s, n);
+  }
+  return output_;
+}
+
+bool Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
+  while (!allocator_.grow(sequence->block_table, num_tokens)) {
+    // The newest sequence not planned this step; `sequence` itself qualifies, so one exists.
+    auto victim = std::find_if(running_.rbegin(), running_.rend(),
+                               [&](const Sequence* s) { return s->scheduled_step != step_; });
+    Sequence* v = *victim;
+    preempt(v);
+    if (v == sequence) return false;
+  }
+  return true;
+}
+
+void Scheduler::preempt(Sequence* victim) {
+  allocator_.release(victim->block_table);
+  victim->num_computed = 0;
+  victim->status = SequenceStatus::kWaiting;
+  ++victim->num_preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.push_front(victim);
+  ++preemptions_total_;
+  ++output_.num_preempted;
+}
+
+void Scheduler::plan(Sequence* sequence, int64_t num_tokens) {
+  bool sample = sequence->num_computed + num_tokens == sequence->num_tokens();
+  output_.chunks.push_back({sequence, sequence->num_computed, num_tokens, sample});
+  sequence->scheduled_step = step_;
+  budget_left_ -= num_tokens;
+  output_.num_batched_tokens += num_tokens;
+}
+
+void Scheduler::insert_running(Sequence* sequence) {
+  auto at = std::upper_bound(running_.begin(), running_.end(), sequence,
+                             [](const Sequence* a, const Sequence* b) {
+                               return a->arrival_order < b->arrival_order;
+                             });
+  running_.insert(at, sequence);
+}
+
+void Scheduler::complete_step() {
+  for (const ScheduledChunk& c : output_.chunks) c.sequence->num_computed += c.num_tokens;
+}
+
+void Scheduler::finish(Sequence* sequence) {
+  if (sequence->status == SequenceStatus::kRunning) {
+    auto it = std::find(running_.begin(), running_.end(), sequence);
+    if (it != running_.end()) running_.erase(it);
+  } else if (sequence->status == SequenceStatus::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), sequence);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  allocator_.release(sequence->block_table);
+  sequence->status = SequenceStatus::kFinished;
+}
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,85 @@
+// Scheduler: continuous batching in the style of vLLM v1. Every step has a token budget
+// (max_num_batched_tokens) and a cap on running sequences (max_num_seqs). A step is planned as:
+//   1. running sequences that decode (one known token left to feed), oldest first;
+//   2. running sequences still in their prompt, oldest first, each a chunk of at most the
+//      remaining budget (chunked prefill: a long prompt cannot stall everyone's decode);
+//   3. waiting sequences in arrival order (FCFS), admitted while a sequence slot, budget and the
+//      KV blocks of their first chunk are free. The head of the queue is never skipped.
+// A running sequence that needs a KV block when none is free preempts the newest running sequence
+// not yet planned this step (possibly itself): its blocks are freed and it goes back to the front
+// of the waiting queue, to be recomputed from its known tokens (preemption by recompute).
+//
+// Sequences are owned by the caller (the engine); the scheduler keeps pointers from add() until
+// finish(). Not thread-safe. schedule() allocates nothing once the containers have grown to their
+// working size.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/kv_block_allocator.h"
+#include "engine/sequence.h"
+
+namespace gpufrac::engine {
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+};
+
+struct ScheduledChunk {
+  Sequence* sequence;
+  int64_t start;       // first position fed (= sequence->num_computed when planned)
+  int64_t num_tokens;  // fed this step
+  bool sample;         // the chunk ends the known tokens: the runner samples the next one
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;  // decodes first, then prompt chunks
+  int64_t num_batched_tokens = 0;
+  int num_preempted = 0;  // preemptions while planning this step
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, KvBlockAllocator& allocator);
+
+  // Queues a new sequence (status kWaiting) behind every waiting one.
+  void add(Sequence* sequence);
+  // Plans the next step. The output stays valid until the next schedule(); a chunk's sequence
+  // pointer dangles once the caller frees that sequence.
+  const SchedulerOutput& schedule();
+  // After the runner executed the planned step: the fed tokens now have K/V in the cache. Call
+  // once per schedule(), before appending the sampled tokens.
+  void complete_step();
+  // Removes a sequence (finished, cancelled or failed) wherever it is and frees its KV blocks.
+  void finish(Sequence* sequence);
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  size_t num_running() const { return running_.size(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  uint64_t num_preemptions_total() const { return preemptions_total_; }
+  const SchedulerConfig& config() const { return config_; }
+  const KvBlockAllocator& allocator() const { return allocator_; }
+
+ private:
+  // Gives `sequence` the blocks to hold `num_tokens` positions, preempting newer unplanned
+  // sequences while the pool is short. False when `sequence` itself had to be preempted.
+  bool reserve_blocks(Sequence* sequence, int64_t num_tokens);
+  void preempt(Sequence* victim);
+  void plan(Sequence* sequence, int64_t num_tokens);
+  void insert_running(Sequence* sequence);  // keeps running_ in arrival order
+
+  SchedulerConfig config_;
+  KvBlockAllocator& allocator_;
+  std::vector<Sequence*> running_;  // arrival order
+  std::deque<Sequence*> waiting_;   // preempted ones at the front, new ones at the back
+  SchedulerOutput output_;
+  int64_t step_ = 0;
+  int64_t budget_left_ = 0;
+  uint64_t next_arrival_ = 0;
+  uint64_t preemptions_total_ = 0;
+};
+
+}  // namespace gpufrac::engine

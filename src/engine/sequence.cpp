@@ -1,0 +1,57 @@
+#include "engine/sequence.h"
+
+#include <algorithm>
+
+namespace gpufrac::engine {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+Sequence::Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop,
+                   SamplingParams sampling, std::span<const int32_t> eos_token_ids)
+    : id_(id),
+      prompt_len_(static_cast<int64_t>(prompt.size())),
+      tokens_(std::move(prompt)),
+      stop_(std::move(stop)),
+      sampling_(sampling) {
+  // Room for every token this sequence may reach: appending never reallocates mid-flight.
+  tokens_.reserve(tokens_.size() + std::max(stop_.max_tokens, 0));
+  if (!stop_.ignore_eos) eos_ids_.assign(eos_token_ids.begin(), eos_token_ids.end());
+  suppressed_ids_ = eos_ids_;
+  for (int32_t id : stop_.stop_token_ids) {
+    if (!contains(suppressed_ids_, id)) suppressed_ids_.push_back(id);
+  }
+  sampling_.suppressed_ids = {};
+}
+
+bool Sequence::contains(const std::vector<int32_t>& ids, int32_t token) {
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+SamplingParams Sequence::sampling_for_step() const {
+  SamplingParams params = sampling_;
+  params.generated = num_generated();
+  if (num_generated() < stop_.min_tokens) params.suppressed_ids = suppressed_ids_;
+  return params;
+}
+
+FinishReason Sequence::append_token(int32_t token) {
+  tokens_.push_back(token);
+  int64_t generated = num_generated();
+  if (generated >= stop_.min_tokens &&
+      (contains(eos_ids_, token) || contains(stop_.stop_token_ids, token))) {
+    return FinishReason::kStop;
+  }
+  if (generated >= stop_.max_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,78 @@
+// Sequence: one request's state inside the engine — its tokens (prompt, then generated), how many
+// of them have K/V in the cache, its KV block table, its sampling parameters and the rules that
+// end it (max_tokens, min_tokens, EOS unless ignore_eos, stop_token_ids).
+//
+// After a preemption by recompute, num_computed drops to 0 and the whole known token list
+// (prompt + generated so far) is prefilled again; sampling stays reproducible because
+// SamplingParams::generated tells the runner how many tokens came before.
+//
+// Not thread-safe: owned by the engine loop (the scheduler mutates the scheduling fields).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/runner.h"
+
+namespace gpufrac::engine {
+
+struct StopCriteria {
+  int max_tokens = 16;   // generated tokens at most (>= 1)
+  int min_tokens = 0;    // EOS and stop ids are suppressed until this many were generated
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+};
+
+enum class FinishReason { kNone, kLength, kStop, kCancelled, kError };
+// OpenAI's finish_reason text: "length", "stop", "abort" (cancelled), "error".
+std::string_view finish_reason_name(FinishReason reason);
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+class Sequence {
+ public:
+  // `eos_token_ids` come from the model's config; `sampling.generated` and `suppressed_ids` are
+  // filled in per step by sampling_for_step().
+  Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop, SamplingParams sampling,
+           std::span<const int32_t> eos_token_ids);
+
+  uint64_t id() const { return id_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t prompt_len() const { return prompt_len_; }
+  int64_t num_generated() const { return num_tokens() - prompt_len_; }
+  int64_t num_uncomputed() const { return num_tokens() - num_computed; }
+  const StopCriteria& stop() const { return stop_; }
+
+  // The sampling parameters of this step: `generated` set, and EOS/stop ids suppressed while
+  // fewer than min_tokens were generated. The span points into this sequence.
+  SamplingParams sampling_for_step() const;
+
+  // Appends a sampled token and says whether it ends the sequence (kStop for EOS or a stop id,
+  // kLength at max_tokens, else kNone).
+  FinishReason append_token(int32_t token);
+
+  // Scheduling state (the scheduler's): tokens whose K/V is in the cache, the KV block table,
+  // where the sequence is, and the step that last scheduled it.
+  int64_t num_computed = 0;
+  std::vector<int32_t> block_table;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  uint64_t arrival_order = 0;   // FCFS order, set by Scheduler::add
+  int64_t scheduled_step = -1;
+  int num_preemptions = 0;
+
+ private:
+  static bool contains(const std::vector<int32_t>& ids, int32_t token);
+
+  uint64_t id_;
+  int64_t prompt_len_;
+  std::vector<int32_t> tokens_;
+  StopCriteria stop_;
+  SamplingParams sampling_;
+  std::vector<int32_t> eos_ids_;         // empty when ignore_eos
+  std::vector<int32_t> suppressed_ids_;  // EOS (unless ignore_eos) and stop ids, for min_tokens
+};
+
+}  // namespace gpufrac::engine

@@ -1,0 +1,166 @@
+#include "engine/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "common/cli_args.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "engine/kv_block_allocator.h"
+#include "engine/openai_server.h"
+#include "engine/runner_factory.h"
+
+namespace gpufrac {
+
+namespace {
+
+CliArgs serve_args() {
+  CliArgs args("gpufrac serve --model PRESET|DIR [OPTIONS]",
+               "Serve one model with gpufrac's own engine behind an OpenAI-compatible HTTP API:\n"
+               "POST /v1/completions (prompts as token-id arrays; streaming and not), GET\n"
+               "/v1/models, /health and /metrics (Prometheus). Continuous batching with chunked\n"
+               "prefill and a paged KV cache sized from the memory the process may use.");
+  args.option("model", "PRESET|DIR",
+              "a preset with seeded random weights (qwen3-4b, qwen3-0.6b, tiny) or a Hugging Face "
+              "checkpoint directory (config.json + *.safetensors)")
+      .option("device", "cpu|cuda|auto", "where the model runs; auto = CUDA when usable, else CPU",
+              "auto")
+      .option("host", "ADDR", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
+      .option("port", "N", "TCP port to listen on", "8000")
+      .option("served-model-name", "NAME",
+              "the model name clients send and /v1/models lists (default: the --model value)")
+      .option("max-model-len", "TOKENS",
+              "longest sequence (prompt + max_tokens) a request may ask for (default: the model's "
+              "max_position_embeddings)")
+      .option("max-num-seqs", "N", "most sequences in the running batch", "256")
+      .option("max-num-batched-tokens", "TOKENS",
+              "token budget of one step (decodes first, then prompt chunks); >= --max-num-seqs",
+              "8192")
+      .option("block-size", "TOKENS", "tokens per KV cache block", "16")
+      .option("memory-budget", "BYTES|auto",
+              "bytes for the KV cache (e.g. 4G, 512MiB), or auto = the memory the device reports "
+              "free after the weights (under any MPS or memcap limit, never total) minus 512 MiB "
+              "and 5%",
+              "auto")
+      .option("max-waiting-requests", "N",
+              "requests that may wait for a slot; beyond that new requests get HTTP 429", "4096")
+      .option("max-request-bytes", "BYTES", "largest request body accepted (larger: HTTP 413)",
+              "16M")
+      .option("seed", "N",
+              "seed of the preset weights and of sampling for requests that bring no seed", "0")
+      .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
+              "0")
+      .section("Example",
+               "  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \\\n"
+               "      --memory-budget 1G\n"
+               "  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
+               "      -d '{\"model\": \"tiny\", \"prompt\": [151644, 872, 198], \"max_tokens\": 8,\n"
+               "           \"stream\": true, \"stream_options\": {\"include_usage\": true}}'\n"
+               "  curl -s localhost:8000/metrics | grep kv_cache_blocks\n"
+               "\n"
+               "Serves the tiny preset on the CPU with a 1 GiB KV cache (tiny needs 1 KiB per token:\n"
+               "65536 blocks are possible, capped at --max-num-seqs x --max-model-len / --block-size\n"
+               "= 32768), streams 8 tokens as server-sent events (each chunk's \"token_ids\" holds the\n"
+               "sampled id; \"text\" shows it as text until the tokenizer lands) and a last chunk with\n"
+               "usage, then shows the KV blocks in use.")
+      .section("Requests",
+               "prompt: an array of token ids (or an array holding one). Fields: max_tokens (16),\n"
+               "min_tokens, temperature (1; 0 = greedy), top_p, top_k, seed, ignore_eos,\n"
+               "stop_token_ids, stream, stream_options.include_usage. Bad requests get an OpenAI-style\n"
+               "error body: 400 (malformed, wrong types, token ids outside the vocabulary, prompt +\n"
+               "max_tokens over --max-model-len), 404 (unknown model), 413 (body too large), 429\n"
+               "(waiting queue full). A client that disconnects cancels its request.")
+      .section("Stopping", "SIGINT or SIGTERM stop the server: in-flight requests are cancelled.");
+  return args;
+}
+
+int positive_int(const CliArgs& args, const std::string& name) {
+  int64_t v = parse_int(args.get(name), "--" + name);
+  if (v < 1 || v > INT32_MAX) throw UsageError("--" + name + " must be a positive integer");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+int serve_command(int argc, char** argv) {
+  CliArgs args = serve_args();
+  if (!args.parse(argc, argv)) return 0;
+  if (!args.has("model")) throw UsageError("--model is required: a preset (tiny, ...) or a directory");
+
+  // Block the stop signals before any thread starts, so that every thread inherits the mask and
+  // sigwait below is the one place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  engine::RunnerOptions runner_options;
+  runner_options.model = args.get("model");
+  runner_options.device = args.get("device");
+  runner_options.seed = static_cast<uint64_t>(parse_int(args.get("seed"), "--seed"));
+  runner_options.threads = static_cast<int>(parse_int(args.get("threads"), "--threads"));
+  int port = static_cast<int>(parse_int(args.get("port"), "--port"));
+  if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
+
+  engine::EngineOptions options;
+  options.block_size = positive_int(args, "block-size");
+  options.scheduler.max_num_seqs = positive_int(args, "max-num-seqs");
+  options.scheduler.max_num_batched_tokens = positive_int(args, "max-num-batched-tokens");
+  options.max_waiting_requests = positive_int(args, "max-waiting-requests");
+  options.seed = runner_options.seed;
+  if (options.scheduler.max_num_batched_tokens < options.scheduler.max_num_seqs) {
+    throw UsageError("--max-num-batched-tokens (" +
+                     std::to_string(options.scheduler.max_num_batched_tokens) +
+                     ") must be at least --max-num-seqs (" +
+                     std::to_string(options.scheduler.max_num_seqs) +
+                     "): every running sequence needs one token per decode step");
+  }
+  uint64_t max_request_bytes = parse_bytes(args.get("max-request-bytes"), "--max-request-bytes");
+  std::string memory_budget = args.get("memory-budget");
+
+  std::unique_ptr<engine::ModelRunner> runner = engine::create_model_runner(runner_options);
+  const engine::ModelConfig& config = runner->config();
+  int model_max = config.max_position_embeddings;
+  options.max_model_len = args.has("max-model-len") ? positive_int(args, "max-model-len") : model_max;
+  if (model_max > 0 && options.max_model_len > model_max) {
+    throw UsageError("--max-model-len " + std::to_string(options.max_model_len) + " exceeds the " +
+                     "model's max_position_embeddings (" + std::to_string(model_max) + ")");
+  }
+  uint64_t budget = engine::resolve_kv_memory_budget(memory_budget, runner->available_memory_bytes());
+  uint64_t block_bytes = runner->kv_block_bytes(options.block_size);
+  options.num_kv_blocks = engine::kv_pool_blocks(budget, block_bytes, options.block_size,
+                                                 options.max_model_len,
+                                                 options.scheduler.max_num_seqs);
+
+  engine::Engine engine(*runner, options);
+  engine::OpenAiServerOptions server_options;
+  server_options.served_model_name =
+      args.has("served-model-name") ? args.get("served-model-name") : runner_options.model;
+  server_options.http.host = args.get("host");
+  server_options.http.port = port;
+  server_options.http.max_body_bytes = max_request_bytes;
+  engine::OpenAiServer server(engine, server_options);
+  engine.start();
+  server.start();
+  log_info("serve: ", server_options.served_model_name, " on ", runner->device_name(),
+           ", KV cache ", options.num_kv_blocks, " blocks x ", options.block_size, " tokens (",
+           format_bytes(uint64_t(options.num_kv_blocks) * block_bytes), " of a ",
+           format_bytes(budget), " budget), max-model-len ", options.max_model_len,
+           ", listening on http://", server_options.http.host, ":", server.port());
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  log_info("serve: signal ", signal_number, ", stopping");
+  server.stop();  // no new requests; disconnects cancel what is in flight
+  engine.stop();
+  return 0;
+}
+
+}  // namespace gpufrac

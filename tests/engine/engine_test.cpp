@@ -1,0 +1,270 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "fakes/fake_runner.h"
+
+namespace gpufrac::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+class CollectingSink : public RequestSink {
+ public:
+  void on_token(int32_t token, FinishReason) override {
+    std::lock_guard lock(mutex_);
+    tokens_.push_back(token);
+  }
+  void on_finish(const RequestOutcome& outcome) override {
+    std::lock_guard lock(mutex_);
+    outcome_ = outcome;
+    ++finishes_;
+    done_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock lock(mutex_);
+    return done_.wait_for(lock, timeout, [&] { return finishes_ > 0; });
+  }
+  std::vector<int32_t> tokens() {
+    std::lock_guard lock(mutex_);
+    return tokens_;
+  }
+  RequestOutcome outcome() {
+    std::lock_guard lock(mutex_);
+    return outcome_;
+  }
+  int finishes() {
+    std::lock_guard lock(mutex_);
+    return finishes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::vector<int32_t> tokens_;
+  RequestOutcome outcome_;
+  int finishes_ = 0;
+};
+
+EngineOptions small_engine(int num_blocks, int block_size = 4) {
+  EngineOptions o;
+  o.num_kv_blocks = num_blocks;
+  o.block_size = block_size;
+  o.max_model_len = 128;
+  o.scheduler = {.max_num_seqs = 16, .max_num_batched_tokens = 64};
+  return o;
+}
+
+EngineRequest request(std::vector<int32_t> prompt, int max_tokens) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.stop.max_tokens = max_tokens;
+  r.temperature = 0;
+  return r;
+}
+
+std::vector<int32_t> prompt_of(int n, int salt) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((i * 7 + salt * 13) % 900);
+  return p;
+}
+
+// One request alone on a roomy engine: the reference its tokens must match under any load.
+std::vector<int32_t> solo_tokens(const EngineRequest& r) {
+  fakes::FakeRunner runner;
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  auto sink = std::make_shared<CollectingSink>();
+  EXPECT_EQ(engine.submit(engine.new_request_id(), r, sink), Engine::Admission::kAccepted);
+  EXPECT_TRUE(sink->wait());
+  return sink->tokens();
+}
+
+TEST(Engine, OutputDoesNotDependOnBatchingChunkingOrPreemption) {
+  fakes::FakeRunner runner;
+  EngineOptions o = small_engine(40);  // 160 token slots for 24 requests of up to ~90 tokens
+  o.scheduler.max_num_batched_tokens = 24;
+  Engine engine(runner, o);
+  engine.start();
+  std::vector<EngineRequest> requests;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 24; ++i) {
+    requests.push_back(request(prompt_of(10 + i * 2, i), 20 + i));
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_EQ(engine.submit(engine.new_request_id(), requests.back(), sinks.back()),
+              Engine::Admission::kAccepted);
+  }
+  for (int i = 0; i < 24; ++i) {
+    ASSERT_TRUE(sinks[i]->wait());
+    RequestOutcome out = sinks[i]->outcome();
+    EXPECT_EQ(out.reason, FinishReason::kLength);
+    EXPECT_EQ(out.completion_tokens, 20 + i);
+    EXPECT_EQ(out.prompt_tokens, 10 + i * 2);
+    EXPECT_EQ(sinks[i]->tokens(), solo_tokens(requests[i])) << "request " << i;
+  }
+  engine.stop();
+  EXPECT_GT(engine.metrics().num_preemptions_total.load(), 0u) << "the pool was meant to be short";
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_used.load(), 0);
+  EXPECT_EQ(engine.metrics().generation_tokens_total.load(), uint64_t(24 * 20 + 24 * 23 / 2));
+  EXPECT_EQ(engine.metrics().time_to_first_token.count(), 24u);
+}
+
+TEST(Engine, MinTokensSuppressesEosAndIgnoreEosRunsToMaxTokens) {
+  fakes::FakeRunnerOptions eos_always;
+  eos_always.eos_one_in = 1;  // EOS whenever it is allowed
+  fakes::FakeRunner runner(eos_always);
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  auto run = [&](int min_tokens, bool ignore_eos) {
+    EngineRequest r = request(prompt_of(5, 1), 10);
+    r.stop.min_tokens = min_tokens;
+    r.stop.ignore_eos = ignore_eos;
+    auto sink = std::make_shared<CollectingSink>();
+    engine.submit(engine.new_request_id(), r, sink);
+    EXPECT_TRUE(sink->wait());
+    return sink;
+  };
+  auto eos_at_once = run(0, false);
+  EXPECT_EQ(eos_at_once->tokens(), std::vector<int32_t>{runner.eos_token()});
+  EXPECT_EQ(eos_at_once->outcome().reason, FinishReason::kStop);
+  auto after_min = run(4, false);
+  ASSERT_EQ(after_min->tokens().size(), 5u);
+  EXPECT_EQ(after_min->tokens().back(), runner.eos_token());
+  for (int i = 0; i < 4; ++i) EXPECT_NE(after_min->tokens()[i], runner.eos_token());
+  auto ignoring = run(0, true);
+  EXPECT_EQ(ignoring->tokens().size(), 10u);
+  EXPECT_EQ(ignoring->outcome().reason, FinishReason::kLength);
+}
+
+TEST(Engine, StopTokenIdsEndTheRequest) {
+  EngineRequest r = request(prompt_of(6, 3), 12);
+  std::vector<int32_t> reference = solo_tokens(r);
+  ASSERT_EQ(reference.size(), 12u);
+  r.stop.stop_token_ids = {reference[4]};
+  std::vector<int32_t> stopped = solo_tokens(r);
+  size_t first = std::find(reference.begin(), reference.end(), reference[4]) - reference.begin();
+  EXPECT_EQ(stopped, std::vector<int32_t>(reference.begin(), reference.begin() + first + 1));
+}
+
+TEST(Engine, SeedFixesSampledOutput) {
+  EngineRequest r = request(prompt_of(6, 4), 8);
+  r.temperature = 0.8f;
+  r.seed = 42;
+  std::vector<int32_t> a = solo_tokens(r);
+  EXPECT_EQ(a, solo_tokens(r));
+  r.seed = 43;
+  EXPECT_NE(a, solo_tokens(r));
+}
+
+TEST(Engine, CancelFreesBlocksOfRunningAndWaitingRequests) {
+  fakes::FakeRunnerOptions slow;
+  slow.step_time = 2ms;
+  fakes::FakeRunner runner(slow);
+  EngineOptions o = small_engine(64);
+  o.scheduler.max_num_seqs = 2;
+  Engine engine(runner, o);
+  engine.start();
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ids.push_back(engine.new_request_id());
+    engine.submit(ids.back(), request(prompt_of(20, i), 100), sinks.back());
+  }
+  // Wait until the two running ones have produced tokens; the other two are waiting.
+  for (int i = 0; i < 500 && sinks[1]->tokens().size() < 3; ++i) std::this_thread::sleep_for(2ms);
+  ASSERT_GE(sinks[1]->tokens().size(), 3u);
+  EXPECT_GT(engine.metrics().kv_cache_blocks_used.load(), 0);
+  for (uint64_t id : ids) engine.cancel(id);
+  for (auto& s : sinks) {
+    ASSERT_TRUE(s->wait());
+    EXPECT_EQ(s->outcome().reason, FinishReason::kCancelled);
+  }
+  for (int i = 0; i < 500 && engine.metrics().kv_cache_blocks_used.load() != 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_used.load(), 0);
+  EXPECT_EQ(engine.metrics().requests_finished_abort.load(), 4u);
+  engine.cancel(ids[0]);  // already gone: ignored
+  for (auto& s : sinks) EXPECT_EQ(s->finishes(), 1);
+}
+
+TEST(Engine, WaitingQueueCapRefusesExcessRequests) {
+  std::mutex gate;
+  gate.lock();  // the first step blocks until released, so requests pile up
+  fakes::FakeRunnerOptions gated;
+  gated.on_step = [&](const StepBatch&) { std::lock_guard hold(gate); };
+  fakes::FakeRunner runner(gated);
+  EngineOptions o = small_engine(64);
+  o.scheduler.max_num_seqs = 1;
+  o.max_waiting_requests = 3;
+  Engine engine(runner, o);
+  engine.start();
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    sinks.push_back(std::make_shared<CollectingSink>());
+    auto result = engine.submit(engine.new_request_id(), request(prompt_of(4, i), 2), sinks.back());
+    (result == Engine::Admission::kAccepted ? accepted : refused)++;
+    if (i == 0) std::this_thread::sleep_for(20ms);  // let the first one start its step
+  }
+  gate.unlock();
+  EXPECT_EQ(accepted, 4);  // one running + three waiting
+  EXPECT_EQ(refused, 4);
+  EXPECT_EQ(engine.metrics().requests_rejected_total.load(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(sinks[i]->wait());
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(sinks[i]->finishes(), 0);
+}
+
+TEST(Engine, RunnerFailureFailsThatStepsRequestsOnly) {
+  std::atomic<bool> fail{true};
+  fakes::FakeRunnerOptions failing;
+  failing.on_step = [&](const StepBatch&) {
+    if (fail.exchange(false)) throw std::runtime_error("device lost");
+  };
+  fakes::FakeRunner runner(failing);
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  auto first = std::make_shared<CollectingSink>();
+  engine.submit(engine.new_request_id(), request(prompt_of(4, 1), 3), first);
+  ASSERT_TRUE(first->wait());
+  EXPECT_EQ(first->outcome().reason, FinishReason::kError);
+  EXPECT_NE(first->outcome().error.find("device lost"), std::string::npos);
+  auto second = std::make_shared<CollectingSink>();
+  engine.submit(engine.new_request_id(), request(prompt_of(4, 2), 3), second);
+  ASSERT_TRUE(second->wait());
+  EXPECT_EQ(second->outcome().reason, FinishReason::kLength);
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_used.load(), 0);
+}
+
+TEST(Engine, InvalidRequestsAreRejectedBeforeQueueing) {
+  fakes::FakeRunner runner;
+  Engine engine(runner, small_engine(64));
+  auto sink = std::make_shared<CollectingSink>();
+  EXPECT_THROW(engine.submit(1, request({}, 4), sink), std::invalid_argument);
+  EXPECT_THROW(engine.submit(1, request({1000}, 4), sink), std::invalid_argument);
+  EXPECT_THROW(engine.submit(1, request(prompt_of(100, 0), 29), sink), std::invalid_argument);
+}
+
+TEST(Engine, StopCancelsWhatIsInFlight) {
+  fakes::FakeRunnerOptions slow;
+  slow.step_time = 1ms;
+  fakes::FakeRunner runner(slow);
+  auto engine = std::make_unique<Engine>(runner, small_engine(64));
+  engine->start();
+  auto sink = std::make_shared<CollectingSink>();
+  engine->submit(engine->new_request_id(), request(prompt_of(4, 1), 100), sink);
+  std::this_thread::sleep_for(10ms);
+  engine.reset();
+  EXPECT_EQ(sink->finishes(), 1);
+  EXPECT_EQ(sink->outcome().reason, FinishReason::kCancelled);
+}
+
+}  // namespace
+}  // namespace gpufrac::engine

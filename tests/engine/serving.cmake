@@ -1,0 +1,30 @@
+# Tests of the serving half of the engine (see src/engine/serving.cmake), mostly on a fake runner.
+add_library(gpufrac_fake_runner STATIC ${CMAKE_SOURCE_DIR}/tests/fakes/fake_runner.cpp)
+target_include_directories(gpufrac_fake_runner PUBLIC ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(gpufrac_fake_runner PUBLIC gpufrac_common)
+
+gpufrac_test(engine_serving_unit_test LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/kv_block_allocator_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/request_parse_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/fuzz_request_parser_test.cpp
+  LIBS gpufrac_engine gpufrac_fake_runner)
+
+# The OpenAI server over real sockets, on the fake runner, in-process.
+gpufrac_test(engine_server_test LABEL integration
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/fuzz_server_test.cpp
+  LIBS gpufrac_engine gpufrac_fake_runner)
+
+# `gpufrac serve --model tiny --device cpu` as a process: many concurrent clients, disconnects.
+gpufrac_test(engine_serve_tiny_test LABEL integration TIMEOUT 600
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_tiny_cpu_test.cpp
+  LIBS gpufrac_common)
+
+# The scheduler step's CPU cost (a performance target, not run by CI).
+find_package(benchmark QUIET)
+if(benchmark_FOUND)
+  add_executable(scheduler_bench ${CMAKE_CURRENT_LIST_DIR}/scheduler_bench.cpp)
+  target_link_libraries(scheduler_bench PRIVATE gpufrac_engine benchmark::benchmark)
+endif()

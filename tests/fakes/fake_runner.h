@@ -1,0 +1,69 @@
+// FakeRunner: a ModelRunner for tests and benchmarks of the serving layer, without any math.
+//
+// It keeps a real paged "KV cache" of token ids: forward() writes every fed token into the slot
+// its block table names and derives the next token from a hash of the whole context read back
+// through the block table (plus seed and `generated` when temperature > 0). So the output depends
+// on the context exactly as the paging delivers it: a wrong block table, a block shared by two
+// sequences or a lost chunk changes the tokens, and a request's tokens do not depend on batching,
+// chunking or preemption. Contract violations (short block table, block id out of range, one
+// block in two sequences of a step, reading a position never written) throw std::logic_error.
+//
+// Tokens are drawn from [0, vocab_size - 1); the last id is EOS, produced only when the hash
+// says so (eos_one_in) and never while suppressed. A step sleeps step_time + per_token_time
+// x tokens fed. forward() runs on one thread at a time; the counters may be read from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/runner.h"
+
+namespace gpufrac::fakes {
+
+struct FakeRunnerOptions {
+  int vocab_size = 1000;
+  int max_position_embeddings = 4096;
+  std::chrono::microseconds step_time{0};
+  std::chrono::microseconds per_token_time{0};
+  uint64_t available_memory_bytes = uint64_t(1) << 30;
+  uint64_t kv_bytes_per_token = 1024;
+  int eos_one_in = 0;  // 0: never EOS; n: EOS when hash % n == 0
+  // Runs at the start of every forward() (tests use it to block a step or to throw).
+  std::function<void(const engine::StepBatch&)> on_step;
+};
+
+class FakeRunner : public engine::ModelRunner {
+ public:
+  explicit FakeRunner(FakeRunnerOptions options = {});
+
+  const engine::ModelConfig& config() const override { return config_; }
+  std::string device_name() const override { return "fake"; }
+  uint64_t available_memory_bytes() const override { return options_.available_memory_bytes; }
+  uint64_t kv_block_bytes(int block_size) const override {
+    return options_.kv_bytes_per_token * uint64_t(block_size);
+  }
+  void allocate_kv_cache(int num_blocks, int block_size) override;
+  void forward(const engine::StepBatch& batch, engine::StepResult& result) override;
+
+  int32_t eos_token() const { return config_.vocab_size - 1; }
+  int64_t steps() const { return steps_.load(); }
+  int64_t tokens_fed() const { return tokens_fed_.load(); }
+  int max_sequences_in_step() const { return max_sequences_in_step_.load(); }
+
+ private:
+  int32_t next_token(const engine::SequenceWork& work) const;
+
+  FakeRunnerOptions options_;
+  engine::ModelConfig config_;
+  int block_size_ = 0;
+  std::vector<int32_t> kv_;           // [num_blocks * block_size] token ids, -1 = never written
+  std::vector<int64_t> block_step_;   // the step that last used each block (sharing check)
+  std::atomic<int64_t> steps_{0};
+  std::atomic<int64_t> tokens_fed_{0};
+  std::atomic<int> max_sequences_in_step_{0};
+};
+
+}  // namespace gpufrac::fakes
