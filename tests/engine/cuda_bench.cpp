@@ -308,6 +308,7 @@ int bench_main(int argc, char** argv) {
   Json prefill_variants = Json::object();
   Json profiles = Json::array();
   std::vector<std::vector<std::pair<std::string, double>>> profile_tables;
+  std::vector<std::pair<std::string, double>> prefill_stages;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& variant = variants[vi];
     runner.set_kernels(variant.kernels);
@@ -365,6 +366,10 @@ int bench_main(int argc, char** argv) {
     Stats pg = summarize(prefill_gpu), pw = summarize(prefill_wall);
     prefill_variants[variant.name] = {{"gpu_ms", pg.median}, {"wall_ms", pw.median}};
     if (vi == 0) {
+      prefill_stages = runner.profile_forward(prefill_batch);
+      Json stage_json = Json::array();
+      for (const auto& [name, ms] : prefill_stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
+      out["prefill_profile"] = {{"tokens", prefill}, {"stages", stage_json}};
       out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
                         {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
@@ -402,6 +407,15 @@ int bench_main(int argc, char** argv) {
     std::printf("eager decode step, batch %d, per stage (%s): %.3f ms\n",
                 profiles[i]["batch"].get<int>(), variants[0].name.c_str(), total);
     for (const auto& [name, ms] : profile_tables[i]) {
+      std::printf("  %-28s %8.3f ms %5.1f%%\n", name.c_str(), ms, 100.0 * ms / total);
+    }
+  }
+  if (!prefill_stages.empty()) {
+    double total = 0;
+    for (const auto& entry : prefill_stages) total += entry.second;
+    std::printf("eager prefill of %d tokens, per stage (%s): %.3f ms\n", prefill,
+                variants[0].name.c_str(), total);
+    for (const auto& [name, ms] : prefill_stages) {
       std::printf("  %-28s %8.3f ms %5.1f%%\n", name.c_str(), ms, 100.0 * ms / total);
     }
   }

@@ -2,7 +2,7 @@
 // on fresh random inputs with every output poisoned first (NaN bytes), so an unwritten or
 // mis-indexed element fails:
 // - the weight-streaming GEMV (gemv.h) against cuBLASLt, every token count 1..8, bf16 and fp32
-//   outputs, the model's shapes and odd ones;
+//   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
 //   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
@@ -112,6 +112,43 @@ TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
   check_gemv(1003, 2560, 4);  // features not a multiple of the block's warps
   check_gemv(37, 24, 5);      // fewer 16-byte chunks than lanes
   check_gemv(130, 776, 6);    // chunks not a multiple of the unrolled stride
+}
+
+// The fused gate|up GEMV (launch_gemv_silu_mul) against cuBLASLt's fp32 gate|up product with
+// silu(gate) * up taken on the host.
+void check_gemv_silu_mul(int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CublasLtGemm gemm;
+  std::vector<uint16_t> w = random_bf16(size_t(2 * n) * k, rng, 0.05f);
+  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
+  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  DeviceBuffer gate_up(size_t(kGemvMaxTokens) * 2 * n * 4, "reference");
+  DeviceBuffer y(size_t(kGemvMaxTokens) * n * 2 + 16, "gemv");
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+    const size_t count = size_t(m) * n;
+    GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
+    gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
+    launch_gemv_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr);
+    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
+    std::vector<float> want(count);
+    for (int t = 0; t < m; ++t) {
+      for (int i = 0; i < n; ++i) {
+        float gate = products[size_t(t) * 2 * n + i], up = products[size_t(t) * 2 * n + n + i];
+        want[size_t(t) * n + i] = gate / (1.0f + std::exp(-gate)) * up;
+      }
+    }
+    std::vector<uint16_t> raw = download<uint16_t>(y, count + 1);
+    EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
+    raw.resize(count);
+    EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
+        << "gemv silu*mul m=" << m << " n=" << n << " k=" << k;
+  }
+}
+
+TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
+  check_gemv_silu_mul(9728, 2560, 7);  // Qwen3-4B gate|up
+  check_gemv_silu_mul(1001, 776, 8);   // odd features and chunks
 }
 
 // --- Attention ----------------------------------------------------------------------------

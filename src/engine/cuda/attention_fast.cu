@@ -17,37 +17,59 @@ constexpr int kThreads = 128;  // 4 warps
 constexpr int kTileKeys = 64;  // K/V positions per shared-memory tile
 constexpr int kFlashRows = 64; // query rows per flash block: 16 per warp
 
+template <int kHeadDim>
+__host__ __device__ constexpr int tile_stride() {
+  return kHeadDim + 8;  // 16-byte pad: conflict-free fragment reads
+}
+// Dynamic shared memory of both kernels: two stages of K and V tiles (tile i + 1 loads while
+// tile i is computed).
+template <int kHeadDim>
+__host__ __device__ constexpr int two_stage_shared_bytes() {
+  return 2 * 2 * kTileKeys * tile_stride<kHeadDim>() * int(sizeof(bf16));
+}
+
 // Loads positions [t0, t0 + kTileKeys) of one KV head into shared tiles (row stride kStride
-// elements); positions at or past `end` are zero-filled and their table entries never read.
+// elements) with 16-byte cp.async copies (no staging in registers); positions at or past `end`
+// are zero-filled and their table entries never read. The caller commits, waits (cp_async_wait) and syncs the block.
 template <int kHeadDim, int kStride>
-__device__ __forceinline__ void load_kv_tile(const AttentionParams& p, const int32_t* table,
-                                             int kv_head, int t0, int end, bf16* ks, bf16* vs) {
-  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+__device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, const int32_t* table,
+                                                   int kv_head, int t0, int end, bf16* ks,
+                                                   bf16* vs) {
+  constexpr int kChunksPerRow = kHeadDim / 8;
   constexpr int kChunks = kTileKeys * kChunksPerRow;
   static_assert(kChunks % kThreads == 0, "whole chunks per thread");
-  uint4 k_chunk[kChunks / kThreads], v_chunk[kChunks / kThreads];
 #pragma unroll
   for (int i = 0; i < kChunks / kThreads; ++i) {
-    int c = threadIdx.x + i * kThreads;
-    int key = c / kChunksPerRow, part = c % kChunksPerRow;
-    int t = t0 + key;
-    k_chunk[i] = make_uint4(0, 0, 0, 0);
-    v_chunk[i] = make_uint4(0, 0, 0, 0);
+    const int c = threadIdx.x + i * kThreads;
+    const int key = c / kChunksPerRow, part = c % kChunksPerRow;
+    const int t = t0 + key;
+    bf16* k_dst = ks + key * kStride + part * 8;
+    bf16* v_dst = vs + key * kStride + part * 8;
     if (t < end) {
-      int64_t block = table[t / p.block_size];
-      int64_t at = ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) *
-                       kHeadDim + part * 8;
-      k_chunk[i] = __ldg(reinterpret_cast<const uint4*>(p.k_cache + at));
-      v_chunk[i] = __ldg(reinterpret_cast<const uint4*>(p.v_cache + at));
+      const int64_t block = table[t / p.block_size];
+      const int64_t at = ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) *
+                             kHeadDim + part * 8;
+      const unsigned k_shared = static_cast<unsigned>(__cvta_generic_to_shared(k_dst));
+      const unsigned v_shared = static_cast<unsigned>(__cvta_generic_to_shared(v_dst));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared),
+                   "l"(p.k_cache + at));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared),
+                   "l"(p.v_cache + at));
+    } else {
+      *reinterpret_cast<uint4*>(k_dst) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(v_dst) = make_uint4(0, 0, 0, 0);
     }
   }
-#pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    int c = threadIdx.x + i * kThreads;
-    int key = c / kChunksPerRow, part = c % kChunksPerRow;
-    *reinterpret_cast<uint4*>(ks + key * kStride + part * 8) = k_chunk[i];
-    *reinterpret_cast<uint4*>(vs + key * kStride + part * 8) = v_chunk[i];
-  }
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // ---- Flash attention for prompt chunks --------------------------------------------------------
@@ -84,21 +106,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row
 // tile. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g and g + 8,
 // columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads) flash_prefill_kernel(AttentionParams p) {
-  constexpr int kStride = kHeadDim + 8;  // 16-byte pad: conflict-free fragment reads
+__global__ void __launch_bounds__(kThreads, 3) flash_prefill_kernel(AttentionParams p) {
+  constexpr int kStride = tile_stride<kHeadDim>();
+  constexpr int kTileElements = kTileKeys * kStride;
   constexpr int kSteps = kHeadDim / 16;  // k-steps of Q K^T
   constexpr int kDimTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kTileKeys / 8;
-  __shared__ __align__(16) bf16 ks[kTileKeys * kStride];
-  __shared__ __align__(16) bf16 vs[kTileKeys * kStride];
+  extern __shared__ __align__(16) bf16 tiles[];  // [stage][K, V][kTileKeys][kStride]
   __shared__ int s_kv_end;
 
   const int seq = blockIdx.x;
   const int q_begin = p.seq_query_start[seq];
   const int q_count = p.seq_query_start[seq + 1] - q_begin;
-  const int tile_row0 = blockIdx.y * kFlashRows;
+  // The last query tiles (the longest causal ranges) are launched first.
+  const int tile_row0 = (gridDim.z - 1 - blockIdx.z) * kFlashRows;
   if (q_count < kFlashMinQueries || tile_row0 >= q_count) return;  // uniform over the block
-  const int head = blockIdx.z;
+  const int head = blockIdx.y;
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -134,8 +157,23 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(AttentionParams
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
 
-  for (int kv0 = 0; kv0 < kv_end; kv0 += kTileKeys) {
-    load_kv_tile<kHeadDim, kStride>(p, table, kv_head, kv0, kv_end, ks, vs);
+  if (kv_end > 0) {
+    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, 0, kv_end, tiles,
+                                          tiles + kTileElements);
+    cp_async_commit();
+  }
+  for (int kv0 = 0, stage = 0; kv0 < kv_end; kv0 += kTileKeys, stage ^= 1) {
+    const bf16* ks = tiles + stage * 2 * kTileElements;
+    const bf16* vs = ks + kTileElements;
+    if (kv0 + kTileKeys < kv_end) {
+      bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
+      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, kv0 + kTileKeys, kv_end, next,
+                                            next + kTileElements);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
 
     float s[kKeyTiles][4];
@@ -208,7 +246,7 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(AttentionParams
         mma_bf16_16816(o[2 * dt + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // the tiles are overwritten next
+    __syncthreads();  // this stage is refilled next
   }
 
 #pragma unroll
@@ -234,19 +272,24 @@ __global__ void __launch_bounds__(kThreads) flash_prefill_kernel(AttentionParams
 
 // ---- Tiled decode attention ------------------------------------------------------------------
 
-// One block per (row, KV head, split): all query heads of the KV head (up to kMaxGroup). Per
-// 64-key tile: K/V staged in shared memory, thread (key = tid % 64) computes that key's scores
-// for heads tid / 64, tid / 64 + 2, ...; one warp per head updates the running max and sum;
-// thread tid accumulates output columns tid, tid + 128, ... for every head.
+// One block per (row, KV head, split): all query heads of the KV head (up to kMaxGroup, the rows
+// g < group of one m16n8k16 tile; rows 8..15 are zero padding). Per 64-key tile staged in shared
+// memory with 16-byte loads, warp w takes keys 16w..16w+15 on the tensor cores: S = Q K^T (two
+// n-tiles), an online softmax of its own (running max and sum per head), O += P V (one k-step,
+// ldmatrix.trans for V). The four warps' (max, sum, O) are merged through shared memory at the
+// end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
-  constexpr int kStride = kHeadDim + 8;
-  constexpr int kCols = (kHeadDim + kThreads - 1) / kThreads;
-  __shared__ __align__(16) bf16 ks[kTileKeys * kStride];
-  __shared__ __align__(16) bf16 vs[kTileKeys * kStride];
-  __shared__ __align__(16) float qs[kMaxGroup][kHeadDim];
-  __shared__ __align__(16) float ps[kMaxGroup][kTileKeys];
-  __shared__ float s_max[kMaxGroup], s_sum[kMaxGroup], s_corr[kMaxGroup];
+__global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(AttentionParams p) {
+  constexpr int kStride = tile_stride<kHeadDim>();
+  constexpr int kTileElements = kTileKeys * kStride;
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kWarps = kThreads / 32;
+  static_assert(kTileKeys == 16 * kWarps, "16 keys of each tile per warp");
+  static_assert(kWarps * kMaxGroup * kHeadDim * 4 <= two_stage_shared_bytes<kHeadDim>(),
+                "the warps' outputs fit in the tiles");
+  extern __shared__ __align__(16) bf16 tiles[];  // [stage][K, V][kTileKeys][kStride]
+  __shared__ float w_max[kWarps][kMaxGroup], w_sum[kWarps][kMaxGroup];
 
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
@@ -254,6 +297,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int group = p.num_heads / p.num_kv_heads;
   const int first_head = kv_head * group;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
 
   const int context = p.token_context[row];
   const int per_split = (context + p.splits - 1) / p.splits;
@@ -261,120 +305,133 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int begin = split * chunk;
   const int end = min(context, begin + chunk);
 
-  const float q_scale = p.scale * kLog2e;
-  for (int idx = tid; idx < group * kHeadDim; idx += kThreads) {
-    int h = idx / kHeadDim, d = idx % kHeadDim;
-    qs[h][d] = __bfloat162float(p.q[(int64_t(row) * p.num_heads + first_head + h) * kHeadDim + d]) *
-               q_scale;
-  }
-  if (tid < kMaxGroup) {
-    s_max[tid] = -INFINITY;
-    s_sum[tid] = 0.0f;
-  }
-  float acc[kMaxGroup][kCols];
+  const bool head_ok = g < group;
+  const bf16* q_row = p.q + (int64_t(row) * p.num_heads + first_head + (head_ok ? g : 0)) * kHeadDim;
+  uint32_t qf[kSteps][2];
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) acc[h][j] = 0.0f;
+  for (int st = 0; st < kSteps; ++st) {
+    qf[st][0] = head_ok ? load_u32(q_row + st * 16 + 2 * t4) : 0u;
+    qf[st][1] = head_ok ? load_u32(q_row + st * 16 + 2 * t4 + 8) : 0u;
   }
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_run = -INFINITY, l_run = 0.0f;
+  const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
+  const int mi = lane >> 3, mr = lane & 7;
+
+  // Two stages: tile i + 1 is in flight while tile i is computed.
+  if (begin < end) {
+    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles,
+                                          tiles + kTileElements);
+    cp_async_commit();
+  }
+  for (int t0 = begin, stage = 0; t0 < end; t0 += kTileKeys, stage ^= 1) {
+    const bf16* ks = tiles + stage * 2 * kTileElements;
+    const bf16* vs = ks + kTileElements;
+    if (t0 + kTileKeys < end) {
+      bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
+      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t0 + kTileKeys, end, next,
+                                            next + kTileElements);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      const bf16* k_row = ks + (warp * 16 + n * 8 + g) * kStride + 2 * t4;
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+        const uint32_t a[4] = {qf[st][0], 0u, qf[st][1], 0u};
+        mma_bf16_16816(s[n], a, load_u32(k_row + st * 16), load_u32(k_row + st * 16 + 8));
+      }
+    }
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int key = t0 + warp * 16 + n * 8 + 2 * t4 + j;
+        s[n][j] = key < end ? s[n][j] * scale : -INFINITY;
+        tile_max = fmaxf(tile_max, s[n][j]);
+      }
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(m_run, tile_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // all masked so far: p = 0
+    const float corr = exp2f(m_run - base);
+    m_run = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = exp2f(s[n][0] - base);
+      s[n][1] = exp2f(s[n][1] - base);
+      sum += s[n][0] + s[n][1];
+    }
+    l_run = l_run * corr + sum;  // this thread's keys; the quad is summed at the end
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      o[n][0] *= corr;
+      o[n][1] *= corr;
+    }
+    const uint32_t a[4] = {pack_bf16x2(s[0][0], s[0][1]), 0u, pack_bf16x2(s[1][0], s[1][1]), 0u};
+    const bf16* v_rows = vs + (warp * 16 + (mi & 1) * 8 + mr) * kStride + (mi >> 1) * 8;
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 16; ++dt) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, v_rows + dt * 16);
+      mma_bf16_16816(o[2 * dt], a, b[0], b[1]);
+      mma_bf16_16816(o[2 * dt + 1], a, b[2], b[3]);
+    }
+    __syncthreads();  // this stage is refilled next
+  }
+
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  float* w_out = reinterpret_cast<float*>(tiles);  // [kWarps][kMaxGroup][kHeadDim]; tiles done
+  if (head_ok) {
+    float* dst = w_out + (warp * kMaxGroup + g) * kHeadDim + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      dst[n * 8] = o[n][0];
+      dst[n * 8 + 1] = o[n][1];
+    }
+    if (t4 == 0) {
+      w_max[warp][g] = m_run;
+      w_sum[warp][g] = l_run;
+    }
+  }
   __syncthreads();
 
-  for (int t0 = begin; t0 < end; t0 += kTileKeys) {
-    load_kv_tile<kHeadDim, kStride>(p, table, kv_head, t0, end, ks, vs);
-    __syncthreads();
-
-    // Scores of key `key` for heads h0, h0 + 2, ... (kMaxGroup / 2 at most).
-    const int key = tid % kTileKeys, h0 = tid / kTileKeys;
-    float dot[kMaxGroup / 2];
+  for (int idx = tid; idx < group * kHeadDim; idx += kThreads) {
+    const int h = idx / kHeadDim, d = idx % kHeadDim;
+    float top = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < kMaxGroup / 2; ++i) dot[i] = 0.0f;
-    const bf16* k_row = ks + key * kStride;
-#pragma unroll 4
-    for (int d0 = 0; d0 < kHeadDim; d0 += 8) {
-      float k[8];
-      load_bf16x4(k_row + d0, k);
-      load_bf16x4(k_row + d0 + 4, k + 4);
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, w_max[w][h]);
+    float total = 0.0f, acc = 0.0f;
+    if (top != -INFINITY) {
 #pragma unroll
-      for (int i = 0; i < kMaxGroup / 2; ++i) {
-        int h = h0 + 2 * i;
-        if (h < group) {
-          float4 qa = *reinterpret_cast<const float4*>(&qs[h][d0]);
-          float4 qb = *reinterpret_cast<const float4*>(&qs[h][d0 + 4]);
-          dot[i] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] +
-                    qb.y * k[5] + qb.z * k[6] + qb.w * k[7];
-        }
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(w_max[w][h] - top);
+        total += w_sum[w][h] * weight;
+        acc += w_out[(w * kMaxGroup + h) * kHeadDim + d] * weight;
       }
     }
-    const bool visible = t0 + key < end;
-#pragma unroll
-    for (int i = 0; i < kMaxGroup / 2; ++i) {
-      int h = h0 + 2 * i;
-      if (h < group) ps[h][key] = visible ? dot[i] : -INFINITY;
-    }
-    __syncthreads();
-
-    for (int h = warp; h < group; h += kThreads / 32) {
-      float s0 = ps[h][lane], s1 = ps[h][lane + 32];
-      float old_max = s_max[h];
-      float new_max = fmaxf(old_max, warp_max(fmaxf(s0, s1)));
-      float base = new_max == -INFINITY ? 0.0f : new_max;
-      float e0 = exp2f(s0 - base), e1 = exp2f(s1 - base);
-      float sum = warp_sum(e0 + e1);
-      ps[h][lane] = e0;
-      ps[h][lane + 32] = e1;
-      __syncwarp();
-      if (lane == 0) {
-        float corr = exp2f(old_max - base);
-        s_corr[h] = corr;
-        s_sum[h] = s_sum[h] * corr + sum;
-        s_max[h] = new_max;
-      }
-    }
-    __syncthreads();
-
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-      const int d = tid + j * kThreads;
-      if (d >= kHeadDim) break;
-#pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        if (h < group) acc[h][j] *= s_corr[h];
-      }
-      for (int k0 = 0; k0 < kTileKeys; k0 += 4) {
-        float v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __bfloat162float(vs[(k0 + u) * kStride + d]);
-#pragma unroll
-        for (int h = 0; h < kMaxGroup; ++h) {
-          if (h < group) {
-            float4 w = *reinterpret_cast<const float4*>(&ps[h][k0]);
-            acc[h][j] += w.x * v[0] + w.y * v[1] + w.z * v[2] + w.w * v[3];
-          }
-        }
-      }
-    }
-    __syncthreads();  // tiles and ps are overwritten next
-  }
-
-#pragma unroll
-  for (int j = 0; j < kCols; ++j) {
-    const int d = tid + j * kThreads;
-    if (d >= kHeadDim) break;
-#pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
-      if (h >= group) continue;
-      const float total = s_sum[h];
-      const float result = total > 0 ? acc[h][j] / total : 0.0f;
-      const int64_t head_row = int64_t(row) * p.num_heads + first_head + h;
-      if (p.splits == 1) {
-        p.out[head_row * kHeadDim + d] = __float2bfloat16_rn(result);
-      } else {
-        p.partial_out[(head_row * p.splits + split) * kHeadDim + d] = result;
-        if (d == 0) {
-          p.partial_lse[head_row * p.splits + split] =
-              total > 0 ? s_max[h] + log2f(total) : -INFINITY;
-        }
+    const float result = total > 0 ? acc / total : 0.0f;
+    const int64_t head_row = int64_t(row) * p.num_heads + first_head + h;
+    if (p.splits == 1) {
+      p.out[head_row * kHeadDim + d] = __float2bfloat16_rn(result);
+    } else {
+      p.partial_out[(head_row * p.splits + split) * kHeadDim + d] = result;
+      if (d == 0) {
+        p.partial_lse[head_row * p.splits + split] = total > 0 ? top + log2f(total) : -INFINITY;
       }
     }
   }
@@ -383,13 +440,22 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
 template <int kHeadDim>
 void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const bool flash = p.max_queries >= kFlashMinQueries;
+  constexpr int kShared = two_stage_shared_bytes<kHeadDim>();
+  static const cudaError_t raised = [] {
+    cudaError_t status = cudaFuncSetAttribute(
+        flash_prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    if (status != cudaSuccess) return status;
+    return cudaFuncSetAttribute(decode_attention_kernel<kHeadDim>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+  }();
+  GPUFRAC_CUDA_CHECK(raised);
   if (flash) {
-    dim3 grid(p.num_seqs, (p.max_queries + kFlashRows - 1) / kFlashRows, p.num_heads);
-    flash_prefill_kernel<kHeadDim><<<grid, kThreads, 0, stream>>>(p);
+    dim3 grid(p.num_seqs, p.num_heads, (p.max_queries + kFlashRows - 1) / kFlashRows);
+    flash_prefill_kernel<kHeadDim><<<grid, kThreads, kShared, stream>>>(p);
     GPUFRAC_LAUNCH_CHECK();
   }
   decode_attention_kernel<kHeadDim>
-      <<<dim3(p.rows, p.num_kv_heads, p.splits), kThreads, 0, stream>>>(p);
+      <<<dim3(p.rows, p.num_kv_heads, p.splits), kThreads, kShared, stream>>>(p);
   GPUFRAC_LAUNCH_CHECK();
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }

@@ -93,8 +93,12 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   activations_ = DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2),
                               "activations");
   queries_ = DeviceBuffer(uint64_t(tokens * q_width * 2), "attention queries");
+  // The fused gate|up GEMV of a decode step writes its bf16 output past the down projection's
+  // fp32 output (silu_offset_bytes_), which the down GEMV then reads.
+  silu_offset_bytes_ = uint64_t((kGemvMaxTokens * hidden * 4 + 255) / 256 * 256);
   gemm_out_ = DeviceBuffer(
-      uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4})),
+      uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
+                         int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
       "GEMM outputs");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
   attention_partials_ = DeviceBuffer(
@@ -308,11 +312,18 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
                        eps, act, stream_);
     mark("add + rmsnorm");
-    linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
-    mark("gate|up linear");
-    launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
-    mark("silu * mul");
-    linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
+    if (tokens <= options_.kernels.gemv_max_tokens) {
+      bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
+      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_);
+      mark("gate|up linear + silu * mul");
+      launch_gemv(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter, stream_);
+    } else {
+      linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
+      mark("gate|up linear");
+      launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
+      mark("silu * mul");
+      linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
+    }
     mark("down linear");
     if (l + 1 < c.num_layers) {
       launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,

@@ -119,6 +119,7 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer activations_;    // bf16 [tokens][max(hidden, q_width, intermediate)]
   DeviceBuffer queries_;        // bf16 [tokens][q_width]
   DeviceBuffer gemm_out_;       // GEMM outputs (fp32 or bf16)
+  uint64_t silu_offset_bytes_ = 0;  // where in gemm_out_ the fused gate|up GEMV writes
   DeviceBuffer attention_partials_;
   DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
   DeviceBuffer logits_;         // fp32 [seqs][vocab]

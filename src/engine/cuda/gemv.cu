@@ -7,8 +7,9 @@ namespace gpufrac::engine {
 
 namespace {
 
-constexpr int kWarps = 4;   // per block; one output feature per warp
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kThreads = 128;  // per block; all of them split the k dimension
+constexpr int kRows = 4;       // weight rows per block
+constexpr int kUnroll = 4;     // 16-byte loads in flight per weight row per thread
 
 // Streaming 16-byte load: read-only, not allocated in L1 (each weight is read once per step).
 __device__ __forceinline__ uint4 load_streaming(const uint4* src) {
@@ -32,77 +33,132 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
-template <int kM>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const bf16* x, const bf16* w, void* y,
-                                                           bool y_bf16, int n, int k) {
-  const int lane = threadIdx.x & 31;
-  const int feature = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  if (feature >= n) return;
+// One block per kRows weight rows. Plain (kSilu false): rows f0..f0+3 give outputs f0..f0+3 of
+// n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
+// outputs silu(gate) * up for f0, f0+1 (bf16). Thread t dots chunks t, t + 128, ... of each row
+// with the same chunks of every x row (loaded once for all rows), kRows x kUnroll weight loads
+// in flight; warps are summed through shared memory.
+template <int kM, bool kSilu>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf16* w, void* y,
+                                                        bool y_bf16, int n, int k) {
+  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
+  __shared__ float partial[kThreads / 32][kRows][kM];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int f0 = blockIdx.x * kOutputs;
   const int chunks = k / 8;
-  const uint4* w_row = reinterpret_cast<const uint4*>(w + int64_t(feature) * k);
   const uint4* x_rows = reinterpret_cast<const uint4*>(x);
-  float acc[kM];
+  const uint4* w_row[kRows];
+  bool row_ok[kRows];
 #pragma unroll
-  for (int m = 0; m < kM; ++m) acc[m] = 0.0f;
-  for (int c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  for (int r = 0; r < kRows; ++r) {
+    int f = f0 + (kSilu ? r % kOutputs : r);
+    row_ok[r] = f < n;
+    int64_t row = kSilu && r >= kOutputs ? int64_t(f) + n : int64_t(f);
+    w_row[r] = reinterpret_cast<const uint4*>(w + (row_ok[r] ? row : 0) * k);
+  }
+  float acc[kRows][kM];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) acc[r][m] = 0.0f;
+  }
+  for (int c0 = tid; c0 < chunks; c0 += kThreads * kUnroll) {
+    uint4 wv[kRows][kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      int c = c0 + u * 32;
-      wv[u] = c < chunks ? load_streaming(w_row + c) : make_uint4(0, 0, 0, 0);
+      const int c = c0 + u * kThreads;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        wv[r][u] = c < chunks && row_ok[r] ? load_streaming(w_row[r] + c) : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      int c = c0 + u * 32;
+      const int c = c0 + u * kThreads;
       if (c < chunks) {
 #pragma unroll
-        for (int m = 0; m < kM; ++m) acc[m] += dot8(wv[u], __ldg(x_rows + int64_t(m) * chunks + c));
+        for (int m = 0; m < kM; ++m) {
+          const uint4 xv = __ldg(x_rows + int64_t(m) * chunks + c);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) acc[r][m] += dot8(wv[r][u], xv);
+        }
       }
     }
   }
 #pragma unroll
-  for (int m = 0; m < kM; ++m) acc[m] = warp_sum(acc[m]);
-  if (lane == 0) {
+  for (int r = 0; r < kRows; ++r) {
 #pragma unroll
     for (int m = 0; m < kM; ++m) {
-      int64_t at = int64_t(m) * n + feature;
-      if (y_bf16) {
-        static_cast<bf16*>(y)[at] = __float2bfloat16_rn(acc[m]);
-      } else {
-        static_cast<float*>(y)[at] = acc[m];
-      }
+      float v = warp_sum(acc[r][m]);
+      if (lane == 0) partial[warp][r][m] = v;
+    }
+  }
+  __syncthreads();
+  if (tid >= kOutputs * kM) return;
+  const int o = tid / kM, m = tid % kM;
+  const int f = f0 + o;
+  if (f >= n) return;
+  auto total = [&](int r) {
+    float s = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][r][m];
+    return s;
+  };
+  const int64_t at = int64_t(m) * n + f;
+  if constexpr (kSilu) {
+    const float gate = total(o), up = total(o + kOutputs);
+    static_cast<bf16*>(y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+  } else {
+    const float v = total(o);
+    if (y_bf16) {
+      static_cast<bf16*>(y)[at] = __float2bfloat16_rn(v);
+    } else {
+      static_cast<float*>(y)[at] = v;
     }
   }
 }
 
-template <int kM>
+template <int kM, bool kSilu>
 void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
               cudaStream_t stream) {
-  gemv_kernel<kM><<<(n + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(x, w, y, y_bf16, n, k);
+  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
+  gemv_kernel<kM, kSilu><<<(n + kOutputs - 1) / kOutputs, kThreads, 0, stream>>>(x, w, y, y_bf16,
+                                                                                  n, k);
+}
+
+template <bool kSilu>
+void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n,
+            int k, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+  if (m < 0 || m > kGemvMaxTokens || k % 8 != 0 || misaligned(x) || misaligned(w) ||
+      misaligned(y)) {
+    throw_cuda_failure(name, __FILE__, __LINE__,
+                       "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
+  }
+  switch (m) {
+    case 1: launch_m<1, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 2: launch_m<2, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 3: launch_m<3, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 4: launch_m<4, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 5: launch_m<5, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 6: launch_m<6, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 7: launch_m<7, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    default: launch_m<8, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+  }
+  GPUFRAC_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
                  cudaStream_t stream) {
-  if (m == 0 || n == 0) return;
-  auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-  if (m < 0 || m > kGemvMaxTokens || k % 8 != 0 || misaligned(x) || misaligned(w) ||
-      misaligned(y)) {
-    throw_cuda_failure("launch_gemv", __FILE__, __LINE__,
-                       "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
-  }
-  switch (m) {
-    case 1: launch_m<1>(x, w, y, y_bf16, n, k, stream); break;
-    case 2: launch_m<2>(x, w, y, y_bf16, n, k, stream); break;
-    case 3: launch_m<3>(x, w, y, y_bf16, n, k, stream); break;
-    case 4: launch_m<4>(x, w, y, y_bf16, n, k, stream); break;
-    case 5: launch_m<5>(x, w, y, y_bf16, n, k, stream); break;
-    case 6: launch_m<6>(x, w, y, y_bf16, n, k, stream); break;
-    case 7: launch_m<7>(x, w, y, y_bf16, n, k, stream); break;
-    default: launch_m<8>(x, w, y, y_bf16, n, k, stream); break;
-  }
-  GPUFRAC_LAUNCH_CHECK();
+  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream);
+}
+
+void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
+                          cudaStream_t stream) {
+  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream);
 }
 
 }  // namespace gpufrac::engine

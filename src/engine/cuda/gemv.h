@@ -1,9 +1,11 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32. One warp per output feature n streams W's row once with 16-byte loads (several in flight
-// per lane, not kept in L1) and dots it with all m rows of x (read through the L1 cache), so the
-// weights cross the memory bus exactly once per step. cuBLASLt (gemm.h) reaches ~3.0 of the
-// ~4.3 TB/s at these shapes; this kernel is meant to get close to the copy bandwidth.
+// fp32. One block of 128 threads per 4 weight rows: every thread streams a share of the 4 rows'
+// 16-byte chunks (16 loads in flight per thread, not kept in L1) and dots them with the same
+// chunks of all m rows of x (read once through the L1 cache for the 4 rows); the warps are summed
+// in shared memory. The weights cross the memory bus exactly once per step. cuBLASLt (gemm.h)
+// reaches ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to the copy
+// bandwidth.
 //
 // Requirements (checked): k a multiple of 8; x, W and y 16-byte aligned. Asynchronous on
 // `stream`, legal inside CUDA graph capture.
@@ -19,5 +21,11 @@ constexpr int kGemvMaxTokens = 8;
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
                  cudaStream_t stream);
+
+// The gate|up projection with SiLU * mul fused: w_gate_up is [2n][k] (gate rows, then up rows);
+// y[m][n] (bf16) = silu(x W_gate^T) * (x W_up^T), both products kept in fp32 until the result.
+// Same requirements as launch_gemv.
+void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
+                          cudaStream_t stream);
 
 }  // namespace gpufrac::engine

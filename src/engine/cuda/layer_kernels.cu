@@ -40,6 +40,51 @@ __global__ void add_rmsnorm_kernel(float* x, GemmOutput addend, const int32_t* r
   }
 }
 
+// add_rmsnorm_kernel for the common case (fp32 addend of one part or none, hidden % 4 == 0,
+// 16-byte aligned rows): each thread keeps its kVec float4 of the row in registers, so the row
+// is read once with 16-byte loads (all in flight before the reduction) and written once.
+template <int kVec>
+__global__ void add_rmsnorm_vec_kernel(float* x, const float* addend, const int32_t* row_index,
+                                       int hidden, const float* weight, float eps, bf16* out) {
+  __shared__ float scratch[32];
+  const int r = blockIdx.x;
+  const int64_t in_row = row_index ? row_index[r] : r;
+  const int n4 = hidden / 4;
+  float4* xr = reinterpret_cast<float4*>(x + in_row * hidden);
+  const float4* ar = addend ? reinterpret_cast<const float4*>(addend + in_row * hidden) : nullptr;
+  float4 v[kVec], a[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int idx = threadIdx.x + i * blockDim.x;
+    v[i] = idx < n4 ? xr[idx] : make_float4(0, 0, 0, 0);
+    a[i] = ar && idx < n4 ? ar[idx] : make_float4(0, 0, 0, 0);
+  }
+  float sum_squares = 0;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    v[i].x += a[i].x;
+    v[i].y += a[i].y;
+    v[i].z += a[i].z;
+    v[i].w += a[i].w;
+    const int idx = threadIdx.x + i * blockDim.x;
+    if (ar && !row_index && idx < n4) xr[idx] = v[i];
+    sum_squares += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  }
+  const float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  bf16* o = out + int64_t(r) * hidden;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int idx = threadIdx.x + i * blockDim.x;
+    if (idx < n4) {
+      const float4 w = w4[idx];
+      const float y[4] = {v[i].x * scale * w.x, v[i].y * scale * w.y, v[i].z * scale * w.z,
+                          v[i].w * scale * w.w};
+      store_bf16x4(o + idx * 4, y);
+    }
+  }
+}
+
 // One warp per (token, head); lane l holds dims [l * kPerLane, (l + 1) * kPerLane). The
 // rotate-half partner of dim i < head_dim / 2 is i + head_dim / 2, which sits in lane l ^ 16.
 template <int kPerLane>
@@ -132,8 +177,19 @@ void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_i
                         int hidden, const float* weight, float eps, bf16* out,
                         cudaStream_t stream) {
   if (rows == 0) return;
-  add_rmsnorm_kernel<<<rows, norm_threads(hidden), 0, stream>>>(x, addend, row_index, hidden,
-                                                                weight, eps, out);
+  constexpr int kVec = 4;
+  auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const bool plain_addend = addend.data == nullptr || (!addend.is_bf16 && addend.parts == 1);
+  if (plain_addend && hidden % 4 == 0 && hidden / 4 <= kVec * 1024 && aligned(x, 16) &&
+      aligned(addend.data, 16) && aligned(weight, 16) && aligned(out, 8)) {
+    const int per_thread = (hidden / 4 + kVec - 1) / kVec;
+    const int threads = (per_thread + 31) / 32 * 32;
+    add_rmsnorm_vec_kernel<kVec><<<rows, threads, 0, stream>>>(
+        x, static_cast<const float*>(addend.data), row_index, hidden, weight, eps, out);
+  } else {
+    add_rmsnorm_kernel<<<rows, norm_threads(hidden), 0, stream>>>(x, addend, row_index, hidden,
+                                                                  weight, eps, out);
+  }
   GPUFRAC_LAUNCH_CHECK();
 }
 
