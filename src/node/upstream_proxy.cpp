@@ -145,23 +145,12 @@ class UpstreamProxy::Loop {
     return true;
   }
 
+  // The connection was opened (and the request maybe sent) by forward(); watch it from here.
   void start(std::unique_ptr<Exchange> exchange) {
     Exchange& e = *exchange;
     exchanges_.emplace(e.id, std::move(exchange));
-    e.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(e.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(e.request.port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int r = ::connect(e.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    if (r != 0 && errno != EINPROGRESS) {
-      refuse(e);
-      return;
-    }
     epoll_event ev{};
-    ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+    ev.events = EPOLLIN | EPOLLRDHUP | (e.out_offset < e.out.size() || !e.connected ? EPOLLOUT : 0);
     ev.data.u64 = e.id;
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.fd, &ev);
   }
@@ -304,12 +293,36 @@ UpstreamProxy::~UpstreamProxy() { loop_.reset(); }
 void UpstreamProxy::forward(ProxyRequest request, std::shared_ptr<HttpResponse> response,
                             std::function<void(ProxyOutcome)> on_done) {
   auto exchange = std::make_unique<Exchange>();
-  exchange->id = loop_->next_id();
-  exchange->out = request_bytes(request);
-  exchange->request = std::move(request);
-  exchange->response = response;
-  exchange->on_done = std::move(on_done);
-  uint64_t id = exchange->id;
+  Exchange& e = *exchange;
+  e.id = loop_->next_id();
+  e.out = request_bytes(request);
+  e.request = std::move(request);
+  e.response = response;
+  e.on_done = std::move(on_done);
+  // Connect and send on the caller's thread: a loopback connect completes (or is refused) at
+  // once, so the engine gets the request without waiting for the proxy thread to wake up.
+  e.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(e.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(e.request.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int r = ::connect(e.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (r != 0 && errno != EINPROGRESS) {
+    ::close(e.fd);
+    send_openai_error(*response, 503,
+                      "model '" + e.request.model + "' is not reachable right now (its engine is " +
+                          "restarting); retry shortly");
+    if (e.on_done) e.on_done(ProxyOutcome::kRefused);
+    return;
+  }
+  if (r == 0) {
+    e.connected = true;
+    ssize_t n = ::send(e.fd, e.out.data(), e.out.size(), MSG_NOSIGNAL);
+    if (n > 0) e.out_offset = size_t(n);
+  }
+  uint64_t id = e.id;
   active_++;
   loop_->post_new(std::move(exchange));
   Loop* loop = loop_.get();

@@ -1,7 +1,9 @@
 // The router's upstream side: relays a client's request to a model's engine and the engine's
-// answer back, as it arrives. One epoll thread owns every upstream connection (non-blocking
-// connect, write, incremental HttpParser on the reply); the client side is an HttpResponse handle,
-// whose writes are thread-safe.
+// answer back, as it arrives. forward() connects to the engine and sends the request on the
+// caller's thread (a loopback connect completes at once: no thread hop before the engine sees the
+// request); then one epoll thread owns the upstream connection (rest of the write, incremental
+// HttpParser on the reply). The client side is an HttpResponse handle, whose writes are
+// thread-safe.
 //
 // Relaying: an upstream reply with Content-Length is sent on as one response (the non-streaming
 // JSON case); any other (chunked, or until close: SSE streams) is started as a chunked stream at
