@@ -16,6 +16,13 @@ namespace {
 constexpr int kThreads = 128;  // 4 warps
 constexpr int kTileKeys = 64;  // K/V positions per shared-memory tile
 constexpr int kFlashRows = 64; // query rows per flash block: 16 per warp
+// Flash blocks per SM the register budget is capped for: 3 (168 registers) on sm_90, where
+// ptxas fits the kernel without spilling; sm_80's code spills there, so it keeps 2.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kFlashBlocksPerSm = 2;
+#else
+constexpr int kFlashBlocksPerSm = 3;
+#endif
 
 template <int kHeadDim>
 __host__ __device__ constexpr int tile_stride() {
@@ -30,7 +37,8 @@ __host__ __device__ constexpr int two_stage_shared_bytes() {
 
 // Loads positions [t0, t0 + kTileKeys) of one KV head into shared tiles (row stride kStride
 // elements) with 16-byte cp.async copies (no staging in registers); positions at or past `end`
-// are zero-filled and their table entries never read. The caller commits, waits (cp_async_wait) and syncs the block.
+// are zero-filled and their table entries never read. The caller commits, waits (cp_async_wait)
+// and syncs the block.
 template <int kHeadDim, int kStride>
 __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, const int32_t* table,
                                                    int kv_head, int t0, int end, bf16* ks,
@@ -106,7 +114,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row
 // tile. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g and g + 8,
 // columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, 3) flash_prefill_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_kernel(AttentionParams p) {
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
   constexpr int kSteps = kHeadDim / 16;  // k-steps of Q K^T

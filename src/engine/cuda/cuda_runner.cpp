@@ -121,6 +121,7 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   for (int b : kBucketCandidates) {
     if (b <= largest) buckets_.push_back(b);
   }
+  time_linear_kernels();
   log_info("cuda runner: ", c.name, " on ", device_label_, ", weights ",
            format_bytes(weights_.bytes()), ", ", format_bytes(available_memory_bytes()),
            " left for the KV cache; ", options_.kernels.describe());
@@ -176,13 +177,91 @@ void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
   destroy_graphs();
   options_.kernels = kernels;
   options_.kernels.gemv_max_tokens = std::clamp(kernels.gemv_max_tokens, 0, kGemvMaxTokens);
+  time_linear_kernels();
   if (inputs_ && options_.use_graphs) capture_graphs();
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
+  if (tokens > options_.kernels.gemv_max_tokens) return false;
+  auto found = gemv_wins_.find({tokens, n, k, fused_silu});
+  return found == gemv_wins_.end() || found->second;
+}
+
+void CudaRunner::time_linear_kernels() {
+  gemv_wins_.clear();
+  if (options_.kernels.gemv_max_tokens == 0) return;
+  const ModelConfig& c = weights_.config();
+  const DeviceLayerWeights& w = weights_.layers[0];
+  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
+  const int qkv = q_width + 2 * c.kv_width();
+  const int most_tokens = std::min(options_.kernels.gemv_max_tokens, options_.max_tokens_per_step);
+  bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
+  bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
+  // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(x, 0x3c, uint64_t(most_tokens) * std::max(hidden, inter) * 2,
+                                     stream_));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaEventCreate(&start));
+  GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop));
+  // Best of three runs of 10 back-to-back calls, in ms per call.
+  auto time_ms = [&](const auto& call) {
+    call();
+    float best = INFINITY;
+    for (int run = 0; run < 3; ++run) {
+      GPUFRAC_CUDA_CHECK(cudaEventRecord(start, stream_));
+      for (int i = 0; i < 10; ++i) call();
+      GPUFRAC_CUDA_CHECK(cudaEventRecord(stop, stream_));
+      GPUFRAC_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      best = std::min(best, ms / 10);
+    }
+    return best;
+  };
+  struct Shape {
+    const bf16* weight;
+    int n, k;
+  };
+  const Shape shapes[] = {{w.qkv_proj, qkv, hidden},
+                          {w.o_proj, hidden, q_width},
+                          {w.down_proj, hidden, inter},
+                          {weights_.lm_head, c.vocab_size, hidden}};
+  for (int m = 1; m <= most_tokens; ++m) {
+    for (const Shape& s : shapes) {
+      float gemv = time_ms([&] {
+        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
+      });
+      float cublas = time_ms([&] {
+        gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
+      });
+      gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
+    }
+    float fused = time_ms([&] {
+      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_);
+    });
+    float separate = time_ms([&] {
+      gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
+      launch_silu_mul(bf16_output(gemm_out_), m, inter, x, stream_);
+    });
+    gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::string summary;
+  for (const auto& [key, wins] : gemv_wins_) {
+    if (!wins) {
+      summary += " m=" + std::to_string(std::get<0>(key)) + " " + std::to_string(std::get<1>(key)) +
+                 "x" + std::to_string(std::get<2>(key)) + (std::get<3>(key) ? "+silu" : "");
+    }
+  }
+  log_info("cuda runner: GEMV timed against cuBLASLt; cuBLASLt kept for:",
+           summary.empty() ? " none" : summary);
+}
+
 void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
                         int k) {
-  if (tokens <= options_.kernels.gemv_max_tokens) {
+  if (prefers_gemv(tokens, n, k, false)) {
     launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_);
   } else {
     gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
@@ -312,11 +391,11 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
                        eps, act, stream_);
     mark("add + rmsnorm");
-    if (tokens <= options_.kernels.gemv_max_tokens) {
+    if (prefers_gemv(tokens, inter, hidden, true)) {
       bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
       launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_);
       mark("gate|up linear + silu * mul");
-      launch_gemv(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter, stream_);
+      linear(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
     } else {
       linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
       mark("gate|up linear");

@@ -22,8 +22,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -96,9 +98,15 @@ class CudaRunner final : public ModelRunner {
     int seqs = 0;
     int max_queries = 1;  // most tokens of one sequence
   };
-  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens), else
-  // cuBLASLt.
+  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
+  // won the start-up timing (prefers_gemv), else cuBLASLt.
   void linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n, int k);
+  // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
+  // used for `tokens` rows of the (n, k) linear layer; true for shapes never timed.
+  bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
+  // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
+  // count up to kernels().gemv_max_tokens, on layer 0's weights; fills gemv_wins_.
+  void time_linear_kernels();
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   void capture_graphs();
@@ -113,6 +121,7 @@ class CudaRunner final : public ModelRunner {
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
+  std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
   // Activations, sized for options_ at construction.
   DeviceBuffer residual_;       // fp32 [tokens][hidden]
