@@ -314,7 +314,8 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(Attention
   const int end = min(context, begin + chunk);
 
   const bool head_ok = g < group;
-  const bf16* q_row = p.q + (int64_t(row) * p.num_heads + first_head + (head_ok ? g : 0)) * kHeadDim;
+  const int head = first_head + (head_ok ? g : 0);
+  const bf16* q_row = p.q + (int64_t(row) * p.num_heads + head) * kHeadDim;
   uint32_t qf[kSteps][2];
 #pragma unroll
   for (int st = 0; st < kSteps; ++st) {

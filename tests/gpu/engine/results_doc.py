@@ -110,12 +110,47 @@ def main():
       "`gpufrac bench` against `gpufrac serve --device cuda`; this prefill alone "
       + ("fits it." if gap <= 0 else f"already exceeds it by {gap:.2f} ms."))
 
+    names = list(p.get("variants", {}).keys())
+    if len(names) > 1:
+        w("\n## Kernel variants in the same run (GPU ms; fast = the default kernels)\n")
+        w("Variants: fast (all fast paths), simple-attention (fast GEMV, simple attention), "
+          "cublas (fast attention, cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
+        w("| point | " + " | ".join(names) + " |")
+        w("|---|" + "---|" * len(names))
+        for r in b["decode"]:
+            w(f"| decode batch {r['batch']} | " +
+              " | ".join(f"{r['variants'][n]['graph_gpu_ms']:.3f}" for n in names) + " |")
+        w(f"| prefill {p['tokens']} | " +
+          " | ".join(f"{p['variants'][n]['gpu_ms']:.2f}" for n in names) + " |")
+
+    profiles = [(f"eager decode step, batch {q['batch']}, context {q['context']}", q["stages"])
+                for q in b.get("decode_profiles", [])]
+    if "prefill_profile" in b:
+        profiles.append((f"eager prefill of {b['prefill_profile']['tokens']} tokens",
+                         b["prefill_profile"]["stages"]))
+    if profiles:
+        w("\n## Where the time goes: per-stage profiles (fast kernels)\n")
+        w("One eager step with an event after every stage (GPU ms summed over the layers); eager "
+          "launches add gaps that the decode graphs do not have.\n")
+        for title, stages in profiles:
+            total = sum(st["ms"] for st in stages)
+            w(f"{title}: {total:.3f} ms\n")
+            w("| stage | ms | share |")
+            w("|---|---|---|")
+            for st in stages:
+                w(f"| {st['stage']} | {st['ms']:.3f} | {100 * st['ms'] / total:.1f}% |")
+            w("")
+
     w("\n## Linear layers through cuBLASLt (ms per layer, distinct weights per layer)\n")
-    w("| shape | m | n | k | ms | weight bytes / s | floor ms |")
-    w("|---|---|---|---|---|---|---|")
+    w("GEMV: the weight-streaming kernel (gemv.h) at the same shape, for the token counts it "
+      "serves; the runner times both at start-up and keeps the faster per shape.\n")
+    w("| shape | m | n | k | ms | weight bytes / s | GEMV ms | GEMV / cuBLASLt | floor ms |")
+    w("|---|---|---|---|---|---|---|---|---|")
     for g in b["gemm_shapes"]:
+        gemv = (f"{g['gemv_ms']:.4f} | {g['gemv_ms'] / g['cublaslt_ms']:.2f}"
+                if "gemv_ms" in g else "- | -")
         w(f"| {g['shape']} | {g['m']} | {g['n']} | {g['k']} | {g['cublaslt_ms']:.4f} | "
-          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {g['floor_ms']:.4f} |")
+          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {gemv} | {g['floor_ms']:.4f} |")
 
     w("\n## Correctness in the same run\n")
     for line in verdicts(a.suite_dir):
