@@ -101,6 +101,15 @@ __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 bf16 matrices from shared memory (B fragments of K^T from a row-major [key][dim]
+// tile: b0, b1 of two k-steps): lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const bf16* row_address) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
 // Four 8x8 bf16 matrices from shared memory, transposed (B fragments of a row-major [k][n]
 // tile): lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row_address) {
@@ -354,11 +363,16 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(Attention
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const bf16* k_row = ks + (warp * 16 + n * 8 + g) * kStride + 2 * t4;
+      // Matrix i of ldmatrix_x4: keys warp*16 + n*8 + 0..7, dims st*16 + 8i..+7 (kSteps even).
+      const bf16* k_rows = ks + (warp * 16 + n * 8 + (lane & 7)) * kStride + (lane >> 3) * 8;
 #pragma unroll
-      for (int st = 0; st < kSteps; ++st) {
-        const uint32_t a[4] = {qf[st][0], 0u, qf[st][1], 0u};
-        mma_bf16_16816(s[n], a, load_u32(k_row + st * 16), load_u32(k_row + st * 16 + 8));
+      for (int st = 0; st < kSteps; st += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_rows + st * 16);
+        const uint32_t a0[4] = {qf[st][0], 0u, qf[st][1], 0u};
+        const uint32_t a1[4] = {qf[st + 1][0], 0u, qf[st + 1][1], 0u};
+        mma_bf16_16816(s[n], a0, b[0], b[1]);
+        mma_bf16_16816(s[n], a1, b[2], b[3]);
       }
     }
     float tile_max = -INFINITY;
