@@ -173,9 +173,9 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
       if (entry.starts_with("LD_PRELOAD=") && entry.size() > 11) preload += ":" + entry.substr(11);
     }
     set_env(env, "LD_PRELOAD", preload);
-    set_env(env, kMemcapBytesEnv, std::to_string(instance.memory_cap_bytes));
-    set_env(env, kMemcapTenantEnv, memcap_tenant(spec.name, instance.instance_name));
-    set_env(env, kMemcapStateDirEnv, context.run_dir + "/memcap");
+    set_env(env, memcap::kEnvBytes, std::to_string(instance.memory_cap_bytes));
+    set_env(env, memcap::kEnvTenant, memcap_tenant(spec.name, instance.instance_name));
+    set_env(env, memcap::kEnvStateDir, context.run_dir + "/memcap");
   }
   set_env(env, "GPUFRAC_NODE_MODEL", model.name);
   set_env(env, "GPUFRAC_NODE_PORT", std::to_string(port));

@@ -24,15 +24,14 @@
 #include <utility>
 #include <vector>
 
+#include "memcap/memcap_config.h"
 #include "node/node_spec.h"
 #include "node/placement.h"
 
 namespace gpufrac {
 
-// The memcap shim's environment (names as src/memcap/memcap_config.h defines them).
-inline constexpr const char* kMemcapBytesEnv = "GPUFRAC_MEMCAP_BYTES";
-inline constexpr const char* kMemcapTenantEnv = "GPUFRAC_MEMCAP_TENANT";
-inline constexpr const char* kMemcapStateDirEnv = "GPUFRAC_MEMCAP_STATE_DIR";
+// The shim's file name; its environment variable names come from memcap/memcap_config.h (only
+// those constants are used: the node never links the shim, it preloads it into engines).
 inline constexpr const char* kMemcapLibraryName = "libgpufrac_memcap.so";
 
 struct LaunchContext {

@@ -72,9 +72,9 @@ models:
   // 0.5 * 140 GiB - 512 MiB = 71168 MiB
   EXPECT_EQ(env_value(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71168M");
   EXPECT_EQ(env_value(plan, "LD_PRELOAD").rfind("/opt/gpufrac/libgpufrac_memcap.so", 0), 0u);
-  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), std::to_string(uint64_t(71168) << 20));
-  EXPECT_EQ(env_value(plan, kMemcapTenantEnv), "n.a");
-  EXPECT_EQ(env_value(plan, kMemcapStateDirEnv), "/run/n/memcap");
+  EXPECT_EQ(env_value(plan, memcap::kEnvBytes), std::to_string(uint64_t(71168) << 20));
+  EXPECT_EQ(env_value(plan, memcap::kEnvTenant), "n.a");
+  EXPECT_EQ(env_value(plan, memcap::kEnvStateDir), "/run/n/memcap");
   EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_SM_PERCENT"), "50");
   EXPECT_EQ(env_value(plan, "EXTRA"), "1");
   EXPECT_EQ(plan.log_path, "/run/n/logs/a.log");
@@ -90,14 +90,14 @@ TEST(ModelLaunch, FractionsWithoutTheShimUseMpsAlone) {
   LaunchPlan plan = f.plan();
   EXPECT_EQ(env_value(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20480M");
   EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
-  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), "<unset>");
+  EXPECT_EQ(env_value(plan, memcap::kEnvBytes), "<unset>");
 }
 
 TEST(ModelLaunch, TimesliceIsCappedByTheShimOnlyAndNeedsIt) {
   Fixture f = fixture("mode: timeslice\nmodels: [{name: a, model: tiny, fraction: {memory: 20G}}]",
                       gpu(SharingMode::kTimeslice));
   LaunchPlan plan = f.plan();
-  EXPECT_EQ(env_value(plan, kMemcapBytesEnv), std::to_string(20 * kGiB));
+  EXPECT_EQ(env_value(plan, memcap::kEnvBytes), std::to_string(20 * kGiB));
   EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
   EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "<unset>");
   f.context.memcap_library.clear();

@@ -37,7 +37,8 @@ constexpr const char* kGpu1 = "GPU-00000000-0000-0000-0000-000000000001";
 class FakeGpuNodeTest : public ::testing::Test {
  protected:
   NodeSpec spec(const std::string& models, const std::string& extra = "") {
-    std::string yaml = "name: g\nlisten: 127.0.0.1:0\ndevice: cuda\nmode: fractions\nrun_dir: " +
+    std::string mode = extra.find("mode:") == std::string::npos ? "mode: fractions\n" : "";
+    std::string yaml = "name: g\nlisten: 127.0.0.1:0\ndevice: cuda\n" + mode + "run_dir: " +
                        dir_.path() + "/run\nstop_timeout: 3s\nmps_control: " +
                        testing::fake_path("fake_mps_control.py") + "\n" + extra + "models:\n" + models;
     return parse_node_spec(yaml, "spec.yaml");
@@ -169,6 +170,23 @@ TEST_F(FakeGpuNodeTest, ACrashRestartsEveryMpsClientOfItsGpuAKillOnlyItself) {
   // Restarted clients are verified again (the daemon was asked after the restarts).
   auto told = commands(0);
   EXPECT_GE(std::count(told.begin(), told.end(), "get_server_list"), 4);
+}
+
+TEST_F(FakeGpuNodeTest, TimesliceModelsRunUnderTheMemcapShimAndNoMps) {
+  std::unique_ptr<Node> node = Node::up(spec(fake_model("a", "{memory: 0.5}") + fake_model("b", "{memory: 20G}"),
+                                             "mode: timeslice\nmemcap_library: " MEMCAP_SHIM "\n"));
+  auto all = node->instances();
+  for (const char* name : {"a", "b"}) {
+    pid_t pid = instance(all, name).process.pid;
+    EXPECT_NE(read_file("/proc/" + std::to_string(pid) + "/maps").find("libgpufrac_memcap.so"), std::string::npos)
+        << name << " does not have the shim loaded";
+    EXPECT_EQ(proc_env(pid, "CUDA_VISIBLE_DEVICES"), kGpu0);
+    EXPECT_EQ(proc_env(pid, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+    EXPECT_EQ(proc_env(pid, "GPUFRAC_MEMCAP_TENANT"), std::string("g.") + name);
+  }
+  EXPECT_EQ(proc_env(instance(all, "b").process.pid, "GPUFRAC_MEMCAP_BYTES"), std::to_string(uint64_t(20) << 30));
+  EXPECT_TRUE(node->state()["mps"].empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/run/mps"));
 }
 
 }  // namespace

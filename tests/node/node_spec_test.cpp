@@ -146,6 +146,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"context_reserve: lots\nmodels: [{name: a, model: tiny}]", "context_reserve",
                 "size in bytes"},
         BadSpec{"name: ../x\nmodels: [{name: a, model: tiny}]", "name", "directory"},
+        BadSpec{"mode: fractions\nmode: timeslice\nmodels: [{name: a, model: tiny}]", "mode",
+                "given twice"},
+        BadSpec{"models: [{name: a, model: tiny, name: b}]", "models[0].name", "given twice"},
         BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "not valid YAML"}));
 
 TEST(NodeSpec, ErrorsCarryTheLine) {
