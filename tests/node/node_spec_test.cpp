@@ -2,6 +2,10 @@
 // with one line that names the field and says how to fix it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include "common/error.h"
 #include "node/node_spec.h"
 
@@ -154,6 +158,29 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(NodeSpec, ErrorsCarryTheLine) {
   std::string message = error_of("name: x\nmodels:\n  - name: a\n    model: tiny\n    replicas: -1\n");
   EXPECT_NE(message.find("spec.yaml:5:"), std::string::npos) << message;
+}
+
+TEST(NodeSpec, TheSpecsInDocsNodeMdParse) {
+  const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  std::ifstream in(std::string(source) + "/docs/node.md");
+  ASSERT_TRUE(in) << "docs/node.md not found";
+  std::string line, block;
+  bool in_yaml = false;
+  int parsed = 0;
+  while (std::getline(in, line)) {
+    if (line == "```yaml") {
+      in_yaml = true;
+      block.clear();
+    } else if (in_yaml && line == "```") {
+      in_yaml = false;
+      EXPECT_NO_THROW(parse_node_spec(block, "docs/node.md")) << block;
+      ++parsed;
+    } else if (in_yaml) {
+      block += line + "\n";
+    }
+  }
+  EXPECT_GE(parsed, 3);
 }
 
 }  // namespace
