@@ -1,5 +1,6 @@
 #include "engine/openai_server.h"
 
+#include <charconv>
 #include <ctime>
 #include <string_view>
 #include <variant>
@@ -10,9 +11,39 @@ namespace gpufrac::engine {
 
 namespace {
 
-// The text of a sampled token. Until the tokenizer lands, the id itself (" 1234"); with the
-// tokenizer this becomes incremental detokenization (which must hold back split UTF-8).
-std::string token_text(int32_t token) { return " " + std::to_string(token); }
+void append_int(std::string& out, int64_t value) {
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  out.append(digits, end);
+}
+
+// The text of a sampled token, appended to `out`. Until the tokenizer lands, the id itself
+// (" 1234"); with the tokenizer this becomes incremental detokenization (which must hold back
+// split UTF-8 sequences).
+void append_token_text(std::string& out, int32_t token) {
+  out += ' ';
+  append_int(out, token);
+}
+
+// `text` as a JSON string literal. Per token on the engine thread, so without a Json object.
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
 
 Json usage_json(const RequestOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
@@ -20,9 +51,12 @@ Json usage_json(const RequestOutcome& o) {
           {"total_tokens", o.prompt_tokens + o.completion_tokens}};
 }
 
-std::string finish_reason_json(FinishReason reason) {
-  return reason == FinishReason::kNone ? "null"
-                                       : "\"" + std::string(finish_reason_name(reason)) + "\"";
+std::string_view finish_reason_json(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "\"stop\"";
+    case FinishReason::kLength: return "\"length\"";
+    default: return "null";  // only a request's last token carries a reason
+  }
 }
 
 // Sends each token as an SSE chunk in OpenAI's text_completion format as it is sampled. The
@@ -40,10 +74,14 @@ class StreamingSink : public RequestSink {
 
   void on_token(int32_t token, FinishReason finish) override {
     if (gone_) return;
+    text_.clear();
+    append_token_text(text_, token);
     chunk_ = chunk_head_;
     chunk_ += "\"choices\":[{\"index\":0,\"text\":";
-    chunk_ += Json(token_text(token)).dump();
-    chunk_ += ",\"token_ids\":[" + std::to_string(token) + "],\"logprobs\":null,\"finish_reason\":";
+    append_json_string(chunk_, text_);
+    chunk_ += ",\"token_ids\":[";
+    append_int(chunk_, token);
+    chunk_ += "],\"logprobs\":null,\"finish_reason\":";
     chunk_ += finish_reason_json(finish);
     chunk_ += include_usage_ ? "}],\"usage\":null}\n\n" : "}]}\n\n";
     send(chunk_);
@@ -79,7 +117,8 @@ class StreamingSink : public RequestSink {
   bool include_usage_;
   bool started_ = false;
   bool gone_ = false;
-  std::string chunk_;  // reused for every token
+  std::string text_;   // reused for every token
+  std::string chunk_;
 };
 
 // Collects the tokens and answers once with the whole completion.
@@ -90,7 +129,7 @@ class BufferedSink : public RequestSink {
 
   void on_token(int32_t token, FinishReason finish) override {
     tokens_.push_back(token);
-    text_ += token_text(token);
+    append_token_text(text_, token);
   }
 
   void on_finish(const RequestOutcome& outcome) override {
