@@ -44,7 +44,7 @@ struct ReferenceStudy {
   std::string setup;  // one line: hardware, engine, model, workload
   int gpus = 8;
   int shared_models_per_gpu = 2;
-  std::vector<StudyArm> arms;  // dedicated, timeslice, fractions
+  std::vector<StudyArm> arms;                 // dedicated, timeslice, fractions
   std::vector<StudyMatchedRow> matched_rows;  // 2, 4, 8, 16, 32 requests per GPU
 
   const StudyArm& arm(const std::string& arm) const;  // one of the three arms

@@ -56,8 +56,8 @@ Plot arm_latency_plot(const ArmGroup& group) {
   const std::pair<const std::vector<RunPoint>*, const char*> loads[] = {
       {&group.closed, "closed loop"}, {&group.open, "open loop"}};
   for (const auto& [points, load] : loads) {
-    for (const auto& [metric, name] :
-         {std::pair{&RunPoint::itl_p50_ms, "ITL p50"}, std::pair{&RunPoint::itl_p90_ms, "ITL p90"}}) {
+    for (const auto& [metric, name] : {std::pair{&RunPoint::itl_p50_ms, "ITL p50"},
+                                       std::pair{&RunPoint::itl_p90_ms, "ITL p90"}}) {
       PlotSeries s = latency_series(std::string(name) + ", " + load, *points, metric);
       if (!s.points.empty()) plot.series.push_back(std::move(s));
     }

@@ -31,9 +31,9 @@ struct RunPoint {
   std::optional<double> itl_p50_ms;
   std::optional<double> pooled_ttft_p50_ms;  // p50 over all models' requests together
   std::optional<double> pooled_itl_p50_ms;
-  std::optional<double> ttft_p90_ms;  // mean of the per-model p90s
-  std::optional<double> ttft_p99_ms;  // mean of the per-model p99s
-  std::optional<double> itl_p90_ms;   // mean of the per-model p90s
+  std::optional<double> ttft_p90_ms;         // mean of the per-model p90s
+  std::optional<double> ttft_p99_ms;         // mean of the per-model p99s
+  std::optional<double> itl_p90_ms;          // mean of the per-model p90s
   std::optional<double> request_throughput;  // aggregate.request_throughput, all models
   std::optional<double> completed;
   std::optional<double> failed;

@@ -25,7 +25,8 @@ std::vector<SharedColumn> shared_columns(const ResultSet& set, int models_per_gp
         columns.push_back({arm, g, g->label, g->key});
     }
     if (columns.size() == before) {
-      columns.push_back({arm, nullptr, arm, std::string(arm) + "_m" + std::to_string(models_per_gpu)});
+      columns.push_back(
+          {arm, nullptr, arm, std::string(arm) + "_m" + std::to_string(models_per_gpu)});
     }
   }
   return columns;
@@ -138,8 +139,8 @@ Table latency_table(const ReferenceStudy& study, const ArmGroup& base,
     std::string key = ttft ? "_ttft_p50_ms" : "_itl_p50_ms";
     int decimals = ttft ? 1 : 2;
     for (const ArmColumn& a : arms) {
-      t.columns.push_back({std::string(metric) + " " + a.label, a.key + key, CellFormat::kFixed,
-                           decimals});
+      t.columns.push_back(
+          {std::string(metric) + " " + a.label, a.key + key, CellFormat::kFixed, decimals});
       if (!a.study_follows) continue;
       t.columns.push_back({"study " + std::string(metric) + " " + a.study_arm->name,
                            "study_" + a.study_arm->arm + key, CellFormat::kFixed, decimals});
@@ -188,7 +189,8 @@ Table equal_concurrency_table(const ReferenceStudy& study, const ArmGroup& base,
     for (size_t i = 0; i < shared.size(); ++i) {
       cells.push_back(percent(tok_s_per_gpu(at_concurrency(shared[i].group, c)),
                               tok_s_per_gpu(base.at_concurrency(c))));
-      if (last_of_arm(shared, i)) cells.push_back(study.equal_concurrency_percent(shared[i].arm, c));
+      if (last_of_arm(shared, i))
+        cells.push_back(study.equal_concurrency_percent(shared[i].arm, c));
     }
     t.rows.push_back(std::move(cells));
   }
@@ -208,8 +210,7 @@ StudyComparison compare_with_reference_study(const ResultSet& set) {
   StudyComparison comparison;
   std::string gpus = gpu_names(*base, shared);
   comparison.note =
-      "The reference study (NVIDIA Dynamo, \"GPU Sharing\") ran " + study.setup +
-      ". Ours ran gpufrac's engine on " +
+      "The reference study (NVIDIA Dynamo, \"GPU Sharing\") ran " + study.setup + ". Ours ran on " +
       (gpus.empty() ? std::string("a GPU the summaries do not name (no machine.gpu)")
                     : gpus + " (machine.gpu of the summaries)") +
       ". Only shared arms at the study's " + std::to_string(study.shared_models_per_gpu) +

@@ -48,8 +48,8 @@ TEST(LatencySlo, BothLimitsInclusiveNoFailuresAndNothingMissing) {
 }
 
 TEST(LatencySlo, LargestRateMeetingIt) {
-  ArmGroup g = group_of({open_point(0.4, 1800, 26), open_point(0.1, 640, 21.5),
-                         open_point(0.2, 900, 24)});
+  ArmGroup g =
+      group_of({open_point(0.4, 1800, 26), open_point(0.1, 640, 21.5), open_point(0.2, 900, 24)});
   LatencySlo slo;
   ASSERT_TRUE(largest_rate_meeting(g, slo));
   EXPECT_DOUBLE_EQ(*largest_rate_meeting(g, slo)->request_rate, 0.2);
@@ -97,8 +97,7 @@ TEST(OpenLoopTable, PercentilesAndThroughputPerOfferedRate) {
 TEST(OpenLoopReport, ASectionPerArmWithOpenLoopPointsAndTheSloFromTheOptions) {
   RunPoint m4 = open_point(0.1, 400, 18);
   m4.models_per_gpu = 4;
-  ResultSet set =
-      group_run_points({open_point(0.1, 640, 21.5), open_point(0.2, 1850, 26), m4}, {});
+  ResultSet set = group_run_points({open_point(0.1, 640, 21.5), open_point(0.2, 1850, 26), m4}, {});
   ReportOptions options;
   std::string markdown = build_report(set, options).markdown;
   EXPECT_NE(markdown.find("## Open loop: latency vs offered rate"), std::string::npos);

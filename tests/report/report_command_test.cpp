@@ -98,6 +98,39 @@ TEST_F(ReportCommand, HelpExplainsEveryOptionWithAnExample) {
   }
 }
 
+TEST_F(ReportCommand, ReferenceStudyAlsoWritesTheVsStudyTablesAndAPlotPerArm) {
+  fs::path out = dir_ / "report";
+  CommandResult r = run("'" + study_ + "' --out '" + out.string() +
+                        "' --slo-ttft-p90-ms 500 --slo-itl-p50-ms 25.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("## vs reference study"), std::string::npos);
+  for (const char* file :
+       {"vs-study-throughput.csv", "vs-study-latency.csv", "vs-study-equal-concurrency.csv",
+        "itl-vs-tok-s-per-gpu-dedicated_m1.svg", "itl-vs-tok-s-per-gpu-timeslice_m2.svg",
+        "itl-vs-tok-s-per-gpu-fractions_m2.svg"}) {
+    EXPECT_TRUE(fs::is_regular_file(out / file)) << file;
+  }
+  std::string csv = slurp(out / "vs-study-equal-concurrency.csv");
+  EXPECT_EQ(
+      csv.substr(0, csv.find('\n')),
+      "concurrency,timeslice_m2_pct_of_dedicated_equal_c,study_timeslice_pct_of_baseline_equal_c,"
+      "fractions_m2_pct_of_dedicated_equal_c,study_fractions_pct_of_baseline_equal_c");
+}
+
+TEST_F(ReportCommand, SloOptionsAreDocumentedAndChecked) {
+  CommandResult help = run("--help");
+  for (const char* text :
+       {"--slo-ttft-p90-ms MS", "--slo-itl-p50-ms MS", "--slo-ttft-p90-ms 1000 --slo-itl-p50-ms 30",
+        "none of", "vs reference study"}) {
+    EXPECT_NE(help.out.find(text), std::string::npos) << text;
+  }
+  for (const std::string args : {"--slo-ttft-p90-ms 0", "--slo-itl-p50-ms -1"}) {
+    CommandResult r = run("'" + study_ + "' --out '" + (dir_ / "r").string() + "' " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
 TEST_F(ReportCommand, ADirectoryWithoutSummariesIsOneLineAndExitTwo) {
   fs::create_directories(dir_ / "empty");
   CommandResult r = run("'" + (dir_ / "empty").string() + "'");

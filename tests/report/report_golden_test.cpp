@@ -267,11 +267,12 @@ TEST_F(ReferenceStudyReport, VsReferenceStudyOnTheStudysOwnDataMatchesItself) {
 
   const MarkdownTable& equal = table("vs reference study: equal concurrency");
   ASSERT_EQ(equal.rows.size(), 6u);
-  const int fractions = equal.column("fractions %"), study_fractions =
-                                                         equal.column("study fractions %");
+  const int fractions = equal.column("fractions %"),
+            study_fractions = equal.column("study fractions %");
   ASSERT_GE(fractions, 0);
   ASSERT_GE(study_fractions, 0);
-  for (const auto& row : equal.rows) EXPECT_EQ(row[size_t(fractions)], row[size_t(study_fractions)]);
+  for (const auto& row : equal.rows)
+    EXPECT_EQ(row[size_t(fractions)], row[size_t(study_fractions)]);
   // The study: fractions 129.6% of baseline at c = 1 down to 108.0% at c = 16 (1155/891,
   // 8027/7434 in its appendix).
   EXPECT_EQ(equal.rows[0][size_t(study_fractions)], "129.6%");
@@ -280,9 +281,9 @@ TEST_F(ReferenceStudyReport, VsReferenceStudyOnTheStudysOwnDataMatchesItself) {
 
 TEST_F(ReferenceStudyReport, ClosedLoopOnlySoNoOpenLoopSectionAndAPlotPerArm) {
   EXPECT_EQ(markdown_->find("## Open loop"), std::string::npos);
-  for (const char* plot : {"itl-vs-tok-s-per-gpu-dedicated_m1.svg",
-                           "itl-vs-tok-s-per-gpu-timeslice_m2.svg",
-                           "itl-vs-tok-s-per-gpu-fractions_m2.svg"}) {
+  for (const char* plot :
+       {"itl-vs-tok-s-per-gpu-dedicated_m1.svg", "itl-vs-tok-s-per-gpu-timeslice_m2.svg",
+        "itl-vs-tok-s-per-gpu-fractions_m2.svg"}) {
     EXPECT_NE(markdown_->find(std::string("(") + plot + ")"), std::string::npos) << plot;
   }
 }

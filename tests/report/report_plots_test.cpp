@@ -25,14 +25,13 @@ std::vector<std::string> names(const Plot& plot) {
 }
 
 TEST(ReportPlots, AllArmPlotsHaveALinePerArm) {
-  ResultSet set = group_run_points(
-      {point("dedicated", 1, 100, 8), point("dedicated", 2, 180, 9), point("fractions", 1, 150, 12)},
-      {{"dedicated", "baseline"}});
+  ResultSet set = group_run_points({point("dedicated", 1, 100, 8), point("dedicated", 2, 180, 9),
+                                    point("fractions", 1, 150, 12)},
+                                   {{"dedicated", "baseline"}});
   EXPECT_EQ(names(throughput_plot(set)), (std::vector<std::string>{"baseline", "fractions"}));
   Plot latency = latency_plot(set);
   EXPECT_EQ(names(latency), (std::vector<std::string>{"baseline", "fractions"}));
-  EXPECT_EQ(latency.series[0].points,
-            (std::vector<std::pair<double, double>>{{100, 8}, {180, 9}}));
+  EXPECT_EQ(latency.series[0].points, (std::vector<std::pair<double, double>>{{100, 8}, {180, 9}}));
   EXPECT_EQ(throughput_plot(set).series[1].points,
             (std::vector<std::pair<double, double>>{{2, 150}}));  // 2 req/GPU
 }
@@ -49,8 +48,7 @@ TEST(ReportPlots, PerArmPlotHasClosedAndOpenLoopItlLines) {
   Plot plot = arm_latency_plot(g);
   EXPECT_EQ(names(plot), (std::vector<std::string>{"ITL p50, closed loop", "ITL p90, closed loop",
                                                    "ITL p50, open loop"}));
-  EXPECT_EQ(plot.series[0].points,
-            (std::vector<std::pair<double, double>>{{150, 12}, {260, 14}}));
+  EXPECT_EQ(plot.series[0].points, (std::vector<std::pair<double, double>>{{150, 12}, {260, 14}}));
   EXPECT_EQ(plot.series[1].points, (std::vector<std::pair<double, double>>{{150, 15}}));
   EXPECT_EQ(plot.series[2].points, (std::vector<std::pair<double, double>>{{40, 10}}));
   EXPECT_NE(plot.title.find("fractions"), std::string::npos);

@@ -40,62 +40,58 @@ std::vector<std::string> titles(const Table& t) {
 TEST(StudyComparison, NeedsADedicatedArmAndASharedArmAtTwoModelsPerGpu) {
   EXPECT_TRUE(compare_with_reference_study(group_run_points({point("fractions", 2, 1, 300)}, {}))
                   .tables.empty());
-  EXPECT_TRUE(compare_with_reference_study(
-                  group_run_points({point("dedicated", 1, 2, 400), point("fractions", 4, 1, 300)},
-                                   {}))
-                  .tables.empty());
+  EXPECT_TRUE(
+      compare_with_reference_study(
+          group_run_points({point("dedicated", 1, 2, 400), point("fractions", 4, 1, 300)}, {}))
+          .tables.empty());
   RunPoint open = point("fractions", 2, 1, 300);
   open.closed_loop = false;
   open.concurrency.reset();
   open.request_rate = 0.5;
-  EXPECT_TRUE(compare_with_reference_study(
-                  group_run_points({point("dedicated", 1, 2, 400), open}, {}))
-                  .tables.empty());
-  EXPECT_EQ(compare_with_reference_study(
-                group_run_points({point("dedicated", 1, 2, 400), point("timeslice", 2, 1, 200)},
-                                 {}))
-                .tables.size(),
-            3u);
+  EXPECT_TRUE(
+      compare_with_reference_study(group_run_points({point("dedicated", 1, 2, 400), open}, {}))
+          .tables.empty());
+  EXPECT_EQ(
+      compare_with_reference_study(
+          group_run_points({point("dedicated", 1, 2, 400), point("timeslice", 2, 1, 200)}, {}))
+          .tables.size(),
+      3u);
 }
 
 TEST(StudyComparison, PercentOfBaselineBesideTheStudysRowByRow) {
-  ResultSet set = group_run_points({point("dedicated", 1, 2, 400), point("dedicated", 1, 4, 800),
-                                    point("fractions", 2, 1, 300), point("fractions", 2, 2, 480),
-                                    point("fractions", 4, 1, 200)},
-                                   {{"dedicated", "baseline"}});
+  ResultSet set = group_run_points(
+      {point("dedicated", 1, 2, 400), point("dedicated", 1, 4, 800), point("fractions", 2, 1, 300),
+       point("fractions", 2, 2, 480), point("fractions", 4, 1, 200)},
+      {{"dedicated", "baseline"}});
   StudyComparison c = compare_with_reference_study(set);
   ASSERT_EQ(c.tables.size(), 3u);
   const Table& t = c.tables[0];
   EXPECT_EQ(t.id, "vs-study-throughput");
   // No timeslice arm: its columns stay, ours all "—".
   EXPECT_EQ(titles(t), (std::vector<std::string>{"req/GPU", "timeslice %", "study HAMi %",
-                                                  "fractions-m2 %", "study fractions %"}));
+                                                 "fractions-m2 %", "study fractions %"}));
   ASSERT_EQ(t.rows.size(), 5u);  // the study's rows: 2, 4, 8, 16, 32 req/GPU
-  EXPECT_EQ(formatted_row(t, 0),
-            (std::vector<std::string>{"2", "—", "44.5%", "75.0%", "63.5%"}));
-  EXPECT_EQ(formatted_row(t, 1),
-            (std::vector<std::string>{"4", "—", "45.0%", "60.0%", "60.4%"}));
-  EXPECT_EQ(formatted_row(t, 4),
-            (std::vector<std::string>{"32", "—", "72.8%", "—", "87.9%"}));
+  EXPECT_EQ(formatted_row(t, 0), (std::vector<std::string>{"2", "—", "44.5%", "75.0%", "63.5%"}));
+  EXPECT_EQ(formatted_row(t, 1), (std::vector<std::string>{"4", "—", "45.0%", "60.0%", "60.4%"}));
+  EXPECT_EQ(formatted_row(t, 4), (std::vector<std::string>{"32", "—", "72.8%", "—", "87.9%"}));
   EXPECT_NE(t.note.find("HAMi-equivalent"), std::string::npos);
 }
 
 TEST(StudyComparison, LatencyPerArmBesideTheStudys) {
-  ResultSet set = group_run_points({point("dedicated", 1, 2, 400), point("fractions", 2, 1, 300),
-                                    point("timeslice", 2, 1, 250)},
-                                   {{"timeslice", "HAMi-like"}});
+  ResultSet set = group_run_points(
+      {point("dedicated", 1, 2, 400), point("fractions", 2, 1, 300), point("timeslice", 2, 1, 250)},
+      {{"timeslice", "HAMi-like"}});
   const Table t = compare_with_reference_study(set).tables.at(1);
   EXPECT_EQ(t.id, "vs-study-latency");
-  EXPECT_EQ(titles(t),
-            (std::vector<std::string>{
-                "req/GPU", "TTFT dedicated", "study TTFT baseline", "TTFT HAMi-like",
-                "study TTFT HAMi", "TTFT fractions", "study TTFT fractions", "ITL dedicated",
-                "study ITL baseline", "ITL HAMi-like", "study ITL HAMi", "ITL fractions",
-                "study ITL fractions"}));
+  EXPECT_EQ(titles(t), (std::vector<std::string>{
+                           "req/GPU", "TTFT dedicated", "study TTFT baseline", "TTFT HAMi-like",
+                           "study TTFT HAMi", "TTFT fractions", "study TTFT fractions",
+                           "ITL dedicated", "study ITL baseline", "ITL HAMi-like", "study ITL HAMi",
+                           "ITL fractions", "study ITL fractions"}));
   // Ours: TTFT = 10c + m, ITL = 1 + c + m; the study's row of 2 req/GPU.
   EXPECT_EQ(formatted_row(t, 0),
-            (std::vector<std::string>{"2", "21.0", "48.6", "12.0", "216.0", "12.0", "185.0",
-                                      "4.00", "8.61", "4.00", "19.00", "4.00", "13.20"}));
+            (std::vector<std::string>{"2", "21.0", "48.6", "12.0", "216.0", "12.0", "185.0", "4.00",
+                                      "8.61", "4.00", "19.00", "4.00", "13.20"}));
   EXPECT_EQ(formatted_row(t, 2)[1], "—");
   EXPECT_EQ(formatted_row(t, 2)[2], "331.5");
 }
@@ -119,8 +115,8 @@ TEST(StudyComparison, OneColumnPerGroupAtTwoModelsPerGpu) {
   const Table t = compare_with_reference_study(set).tables.at(0);
   // The study's column once per arm, after our groups of that arm (CSV keys stay unique).
   EXPECT_EQ(titles(t), (std::vector<std::string>{"req/GPU", "timeslice %", "study HAMi %",
-                                                  "fractions (1 GPU) %", "fractions (8 GPUs) %",
-                                                  "study fractions %"}));
+                                                 "fractions (1 GPU) %", "fractions (8 GPUs) %",
+                                                 "study fractions %"}));
   EXPECT_EQ(formatted_row(t, 0),
             (std::vector<std::string>{"2", "—", "44.5%", "75.0%", "62.5%", "63.5%"}));
   std::string csv_header = render_csv(t).substr(0, render_csv(t).find('\n'));
