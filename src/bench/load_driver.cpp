@@ -1,0 +1,194 @@
+#include "bench/load_driver.h"
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+#include <deque>
+#include <random>
+
+#include "bench/stream_client.h"
+#include "common/clock.h"
+
+namespace gpufrac {
+namespace {
+
+uint64_t mix_keys(uint64_t a, uint64_t b) {
+  uint64_t x = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// One target's stream set within a phase.
+struct TargetLoad {
+  int index = 0;
+  const BenchTarget* target = nullptr;
+  WorkloadGenerator generator;
+  int64_t next_request_id = 0;
+  int64_t issued = 0, finished = 0, in_flight = 0;
+  // Open loop.
+  std::mt19937_64 arrival_rng;
+  int64_t arrivals = 0;
+  int64_t next_arrival_ns = 0;
+  std::deque<int64_t> waiting;  // scheduled times of arrivals held back by the cap
+
+  TargetLoad(int i, const BenchTarget& t, const WorkloadSpec& w, uint64_t point_key)
+      : index(i), target(&t), generator(w, t.model, mix_keys(point_key, uint64_t(i))),
+        arrival_rng(mix_keys(mix_keys(w.seed, point_key), 1000 + uint64_t(i))) {}
+};
+
+class PhaseRunner {
+ public:
+  PhaseRunner(StreamClient& client, std::vector<TargetLoad>& loads, const LoadPoint& point,
+              bool warmup, std::vector<RequestRecord>& records)
+      : client_(client), loads_(loads), point_(point), warmup_(warmup), records_(records),
+        per_target_(warmup ? point.warmup : point.requests) {}
+
+  void run(const std::function<void(const PointProgress&)>& on_progress, double interval_s) {
+    const int64_t start = monotonic_ns();
+    const int64_t interval_ns = int64_t(interval_s * 1e9);
+    int64_t next_progress = start + interval_ns;
+    for (TargetLoad& t : loads_) {
+      t.issued = t.finished = t.in_flight = t.arrivals = 0;
+      t.waiting.clear();
+      t.next_arrival_ns = start;
+      if (!point_.open_loop) {
+        for (int i = 0; i < point_.concurrency && t.issued < per_target_; ++i) issue(t, start);
+      }
+    }
+    std::vector<RequestRecord> finished;
+    while (!all_finished()) {
+      if (point_.open_loop) admit_arrivals(monotonic_ns());
+      int64_t wake = on_progress ? next_progress : INT64_MAX;
+      if (point_.open_loop) {
+        for (const TargetLoad& t : loads_) {
+          if (t.arrivals < per_target_) wake = std::min(wake, t.next_arrival_ns);
+        }
+      }
+      finished.clear();
+      client_.poll(wake, finished);
+      for (RequestRecord& r : finished) {
+        TargetLoad& t = loads_[size_t(r.target)];
+        ++t.finished;
+        --t.in_flight;
+        if (!r.ok()) ++failed_;
+        output_tokens_ += r.output_tokens;
+        int64_t ended = r.end_ns;
+        records_.push_back(std::move(r));
+        if (!point_.open_loop && t.issued < per_target_) issue(t, ended);
+      }
+      if (point_.open_loop) admit_arrivals(monotonic_ns());
+      int64_t now = monotonic_ns();
+      if (on_progress && now >= next_progress) {
+        on_progress(progress(now - start));
+        next_progress = now + interval_ns;
+      }
+    }
+    if (on_progress) on_progress(progress(monotonic_ns() - start));
+  }
+
+ private:
+  bool all_finished() const {
+    for (const TargetLoad& t : loads_) {
+      if (t.finished < per_target_) return false;
+    }
+    return true;
+  }
+
+  void issue(TargetLoad& t, int64_t scheduled_ns) {
+    PreparedRequest prepared = t.generator.make(t.next_request_id);
+    StreamRequest request;
+    request.target = t.index;
+    request.model = t.target->model;
+    request.request_id = t.next_request_id++;
+    request.warmup = warmup_;
+    request.body = std::move(prepared.body);
+    request.input_tokens = prepared.input_tokens;
+    request.requested_output_tokens = prepared.output_tokens;
+    request.scheduled_ns = scheduled_ns;
+    ++t.issued;
+    ++t.in_flight;
+    client_.start(std::move(request));
+  }
+
+  void admit_arrivals(int64_t now) {
+    for (TargetLoad& t : loads_) {
+      while (t.arrivals < per_target_ && t.next_arrival_ns <= now) {
+        t.waiting.push_back(t.next_arrival_ns);
+        ++t.arrivals;
+        t.next_arrival_ns += next_gap_ns(t);
+      }
+      while (!t.waiting.empty() && (point_.concurrency <= 0 || t.in_flight < point_.concurrency)) {
+        issue(t, t.waiting.front());
+        t.waiting.pop_front();
+      }
+    }
+  }
+
+  int64_t next_gap_ns(TargetLoad& t) {
+    double shape = point_.burstiness;
+    std::gamma_distribution<double> gap(shape, 1.0 / (point_.request_rate * shape));
+    return int64_t(gap(t.arrival_rng) * 1e9);
+  }
+
+  PointProgress progress(int64_t elapsed_ns) const {
+    PointProgress p;
+    p.warmup = warmup_;
+    for (const TargetLoad& t : loads_) {
+      p.finished += t.finished;
+      p.in_flight += t.in_flight;
+    }
+    p.total = per_target_ * int64_t(loads_.size());
+    p.failed = failed_;
+    p.output_tokens = output_tokens_;
+    p.elapsed_s = double(elapsed_ns) / 1e9;
+    return p;
+  }
+
+  StreamClient& client_;
+  std::vector<TargetLoad>& loads_;
+  const LoadPoint& point_;
+  bool warmup_;
+  std::vector<RequestRecord>& records_;
+  int64_t per_target_;
+  int64_t failed_ = 0;
+  int64_t output_tokens_ = 0;
+};
+
+}  // namespace
+
+std::string utc_now_iso() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+PointRun run_load_point(const std::vector<BenchTarget>& targets, const WorkloadSpec& workload,
+                        const LoadPoint& point, uint64_t point_key, double request_timeout_s,
+                        const std::function<void(const PointProgress&)>& on_progress,
+                        double progress_interval_s) {
+  std::vector<HttpUrl> endpoints;
+  std::vector<TargetLoad> loads;
+  loads.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    endpoints.push_back(targets[i].endpoint);
+    loads.emplace_back(int(i), targets[i], workload, point_key);
+  }
+  StreamClient client(std::move(endpoints), request_timeout_s);
+  PointRun run;
+  run.start_time = utc_now_iso();
+  if (point.warmup > 0) {
+    PhaseRunner(client, loads, point, true, run.records).run(on_progress, progress_interval_s);
+  }
+  PhaseRunner(client, loads, point, false, run.records).run(on_progress, progress_interval_s);
+  run.end_time = utc_now_iso();
+  std::sort(run.records.begin(), run.records.end(), [](const RequestRecord& a, const RequestRecord& b) {
+    return a.target != b.target ? a.target < b.target : a.request_id < b.request_id;
+  });
+  return run;
+}
+
+}  // namespace gpufrac

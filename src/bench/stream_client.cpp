@@ -1,0 +1,497 @@
+#include "bench/stream_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "bench/sse_parser.h"
+#include "bench/stream_event.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/http_parser.h"
+#include "common/json.h"
+
+namespace gpufrac {
+namespace {
+
+constexpr size_t kReadSize = 64 * 1024;
+constexpr size_t kMaxErrorBody = 64 * 1024;
+constexpr int kMaxEvents = 1024;
+
+std::string describe_errno(int error) { return std::strerror(error); }
+
+// The message of an OpenAI-style error body, else the body itself (shortened).
+std::string error_from_body(int status, const std::string& body) {
+  Json j = Json::parse(body, nullptr, false);
+  std::string message;
+  if (j.is_object()) {
+    if (auto e = j.find("error"); e != j.end()) {
+      if (e->is_object() && e->contains("message") && (*e)["message"].is_string()) {
+        message = (*e)["message"].get<std::string>();
+      } else if (e->is_string()) {
+        message = e->get<std::string>();
+      }
+    } else if (j.contains("message") && j["message"].is_string()) {
+      message = j["message"].get<std::string>();
+    }
+  }
+  if (message.empty()) message = body.substr(0, 200);
+  return "HTTP " + std::to_string(status) + ": " + message;
+}
+
+}  // namespace
+
+struct StreamClient::Endpoint {
+  HttpUrl url;
+  sockaddr_storage address{};
+  socklen_t address_length = 0;
+  std::string head_prefix;  // request line and fixed headers
+};
+
+// One request in progress: what was asked, what has come back.
+struct StreamClient::Exchange {
+  StreamRequest request;
+  std::string wire;  // the full HTTP request
+  RequestRecord record;
+  int64_t deadline_ns = 0;
+  bool retried = false;
+  bool got_bytes = false;     // any reply byte arrived
+  bool head_checked = false;
+  bool event_stream = false;  // 200 with text/event-stream
+  bool done_seen = false;
+  std::string error_body;     // non-200 replies, or a 200 that is not a stream
+  std::optional<int64_t> usage_prompt, usage_completion;
+};
+
+struct StreamClient::Connection {
+  uint64_t id = 0;
+  int fd = -1;
+  int target = 0;
+  bool connecting = false;
+  bool reused = false;
+  size_t sent = 0;  // bytes of exchange->wire written
+  uint32_t interest = 0;
+  HttpParser parser{HttpParser::Kind::kResponse};
+  SseParser sse;
+  std::string body;                    // decoded body bytes of the current feed
+  std::vector<SseMessage> messages;    // scratch
+  std::unique_ptr<Exchange> exchange;  // null while idle
+  bool closed_in_batch = false;        // EOF or error seen by this wake-up's reads
+  int close_error = 0;
+  int64_t close_ns = 0;
+};
+
+uint64_t raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur;
+}
+
+StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
+    : timeout_ns_(int64_t(request_timeout_s * 1e9)), idle_(urls.size()), events_(kMaxEvents) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw RuntimeFailure("epoll_create1: " + describe_errno(errno));
+  for (HttpUrl& url : urls) {
+    Endpoint e;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    std::string port = std::to_string(url.port);
+    if (int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      throw RuntimeFailure("cannot resolve " + url.host + ": " + ::gai_strerror(rc));
+    }
+    std::memcpy(&e.address, found->ai_addr, found->ai_addrlen);
+    e.address_length = found->ai_addrlen;
+    ::freeaddrinfo(found);
+    e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + url.host + ":" + port +
+                    "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n";
+    e.url = std::move(url);
+    endpoints_.push_back(std::move(e));
+  }
+  arena_.reserve(1 << 20);
+}
+
+StreamClient::~StreamClient() {
+  for (auto& [id, c] : connections_) ::close(c->fd);
+  ::close(epoll_fd_);
+}
+
+void StreamClient::set_interest(Connection& c, uint32_t events) {
+  if (c.interest == events) return;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = c.id;
+  ::epoll_ctl(epoll_fd_, c.interest ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c.fd, &ev);
+  c.interest = events;
+}
+
+StreamClient::Connection* StreamClient::open_connection(int target) {
+  const Endpoint& e = endpoints_[size_t(target)];
+  int fd = ::socket(e.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  auto c = std::make_unique<Connection>();
+  c->id = next_id_++;
+  c->fd = fd;
+  c->target = target;
+  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&e.address), e.address_length);
+  if (rc != 0 && errno != EINPROGRESS) {
+    int error = errno;
+    ::close(fd);
+    errno = error;
+    return nullptr;
+  }
+  c->connecting = rc != 0;
+  Connection* raw = c.get();
+  connections_[raw->id] = std::move(c);
+  set_interest(*raw, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+  return raw;
+}
+
+void StreamClient::start(StreamRequest request) {
+  auto exchange = std::make_unique<Exchange>();
+  const Endpoint& e = endpoints_.at(size_t(request.target));
+  // X-Request-Id (as AIPerf sends it) lets a server's logs be matched with records.jsonl.
+  exchange->wire = e.head_prefix + "X-Request-Id: " + std::to_string(request.target) + "-" +
+                   std::to_string(request.request_id) +
+                   "\r\nContent-Length: " + std::to_string(request.body.size()) +
+                   "\r\n\r\n" + request.body;
+  request.body.clear();
+  RequestRecord& r = exchange->record;
+  r.target = request.target;
+  r.model = request.model;
+  r.request_id = request.request_id;
+  r.warmup = request.warmup;
+  r.scheduled_ns = request.scheduled_ns;
+  r.input_tokens = request.input_tokens;
+  r.requested_output_tokens = request.requested_output_tokens;
+  r.event_ns.reserve(size_t(std::max<int64_t>(1, request.requested_output_tokens)) + 1);
+  exchange->request = std::move(request);
+  exchange->deadline_ns = monotonic_ns() + timeout_ns_;
+  next_deadline_ns_ = std::min(next_deadline_ns_, exchange->deadline_ns);
+  ++active_;
+
+  int target = exchange->request.target;
+  Connection* c = nullptr;
+  while (!idle_[size_t(target)].empty() && !c) {
+    uint64_t id = idle_[size_t(target)].back();
+    idle_[size_t(target)].pop_back();
+    if (auto it = connections_.find(id); it != connections_.end()) c = it->second.get();
+  }
+  if (c) {
+    c->reused = true;
+  } else {
+    c = open_connection(target);
+  }
+  if (!c) {
+    // Nothing to wait for: record the failure now (the next poll() hands it back).
+    finish(std::move(exchange), RequestStatus::kConnectionError, connect_error(target, errno),
+           monotonic_ns(), failed_at_start_);
+    return;
+  }
+  attach(*c, std::move(exchange));
+}
+
+std::string StreamClient::connect_error(int target, int error) const {
+  const HttpUrl& url = endpoints_[size_t(target)].url;
+  return "cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
+         describe_errno(error);
+}
+
+void StreamClient::attach(Connection& c, std::unique_ptr<Exchange> exchange) {
+  c.exchange = std::move(exchange);
+  c.sent = 0;
+  c.parser.reset();
+  c.sse = SseParser();
+  if (!c.connecting) send_pending(c);
+}
+
+void StreamClient::send_pending(Connection& c) {
+  Exchange& x = *c.exchange;
+  while (c.sent < x.wire.size()) {
+    ssize_t n = ::send(c.fd, x.wire.data() + c.sent, x.wire.size() - c.sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.sent += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      set_interest(c, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+      return;
+    }
+    // A send error shows up again as a read error/EOF, where it is recorded.
+    break;
+  }
+  x.record.sent_ns = monotonic_ns();
+  set_interest(c, EPOLLIN | EPOLLRDHUP);
+}
+
+void StreamClient::on_writable(Connection& c) {
+  if (c.connecting) {
+    int so_error = 0;
+    socklen_t length = sizeof so_error;
+    ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
+    if (so_error != 0) return;  // the read path reports it (EPOLLERR comes with it)
+    c.connecting = false;
+  }
+  if (c.exchange && c.sent < c.exchange->wire.size()) send_pending(c);
+}
+
+void StreamClient::poll(int64_t wake_at_ns, std::vector<RequestRecord>& finished) {
+  if (!failed_at_start_.empty()) {
+    for (RequestRecord& r : failed_at_start_) finished.push_back(std::move(r));
+    failed_at_start_.clear();
+    wake_at_ns = 0;  // don't sit on results: just look for ready sockets
+  }
+  wait(std::min(wake_at_ns, next_deadline_ns_));
+
+  // Pass 1: read every ready socket and stamp each read, before any parsing.
+  arena_.clear();
+  arrivals_.clear();
+  for (int i = 0; i < ready_; ++i) {
+    auto it = connections_.find(events_[size_t(i)].data.u64);
+    if (it == connections_.end()) continue;
+    Connection& c = *it->second;
+    uint32_t ev = events_[size_t(i)].events;
+    if (c.connecting && !(ev & (EPOLLERR | EPOLLHUP))) continue;  // handled in pass 2
+    if (!(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) continue;
+    size_t offset = arena_.size();
+    arena_.resize(offset + kReadSize);
+    ssize_t n = ::recv(c.fd, arena_.data() + offset, kReadSize, 0);
+    int64_t now = monotonic_ns();
+    if (n > 0) {
+      arena_.resize(offset + size_t(n));
+      arrivals_.push_back({c.id, offset, size_t(n), now});
+      continue;
+    }
+    arena_.resize(offset);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    c.closed_in_batch = true;
+    c.close_error = n < 0 ? errno : 0;
+    c.close_ns = now;
+    if (c.connecting) {
+      int so_error = 0;
+      socklen_t length = sizeof so_error;
+      ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
+      c.close_error = so_error ? so_error : ECONNREFUSED;
+    }
+  }
+
+  // Pass 2: writes, then the bytes in arrival order, then closes.
+  for (int i = 0; i < ready_; ++i) {
+    if (!(events_[size_t(i)].events & EPOLLOUT)) continue;
+    auto it = connections_.find(events_[size_t(i)].data.u64);
+    if (it != connections_.end() && !it->second->closed_in_batch) on_writable(*it->second);
+  }
+  for (const Arrival& a : arrivals_) {
+    auto it = connections_.find(a.connection);
+    if (it == connections_.end()) continue;
+    on_bytes(*it->second, std::string_view(arena_).substr(a.offset, a.size), a.ns, finished);
+  }
+  for (int i = 0; i < ready_; ++i) {
+    auto it = connections_.find(events_[size_t(i)].data.u64);
+    if (it == connections_.end() || !it->second->closed_in_batch) continue;
+    Connection& c = *it->second;
+    on_closed(c, c.close_error, c.close_ns, finished);
+  }
+  expire_timeouts(monotonic_ns(), finished);
+}
+
+void StreamClient::wait(int64_t until_ns) {
+  int64_t left = std::max<int64_t>(0, until_ns - monotonic_ns());
+  timespec timeout{time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
+  ready_ = ::epoll_pwait2(epoll_fd_, events_.data(), kMaxEvents, &timeout, nullptr);
+  if (ready_ < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond timeouts
+    ready_ = ::epoll_wait(epoll_fd_, events_.data(), kMaxEvents, int((left + 999'999) / 1'000'000));
+  }
+  if (ready_ < 0) ready_ = 0;  // EINTR: nothing happened
+}
+
+void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
+                            std::vector<RequestRecord>& out) {
+  if (!c.exchange) {  // an idle connection should stay silent: anything else ends it
+    close_connection(c);
+    return;
+  }
+  Exchange& x = *c.exchange;
+  x.got_bytes = true;
+  c.body.clear();
+  size_t used = c.parser.feed(bytes, c.body);
+  if (c.parser.state() == HttpParser::State::kError) {
+    finish(std::move(c.exchange), RequestStatus::kStreamError,
+           "malformed HTTP response: " + std::string(c.parser.error_text()), ns, out);
+    close_connection(c);
+    return;
+  }
+  if (!x.head_checked && c.parser.head_complete()) {
+    x.head_checked = true;
+    const HttpHead& head = c.parser.head();
+    x.record.http_status = head.status;
+    x.event_stream = head.status == 200 &&
+                     head.header("content-type").substr(0, 17) == "text/event-stream";
+  }
+  if (!c.body.empty()) {
+    if (x.event_stream) {
+      c.messages.clear();
+      c.sse.feed(c.body, ns, c.messages);
+      for (const SseMessage& m : c.messages) {
+        StreamEvent e = interpret_stream_message(m);
+        if (e.error) {
+          finish(std::move(c.exchange), RequestStatus::kStreamError, "error event: " + *e.error, ns, out);
+          close_connection(c);
+          return;
+        }
+        if (x.done_seen) continue;  // nothing after [DONE] counts
+        if (e.content) x.record.event_ns.push_back(m.first_byte_ns);
+        if (e.prompt_tokens) x.usage_prompt = e.prompt_tokens;
+        if (e.completion_tokens) x.usage_completion = e.completion_tokens;
+        if (e.done) x.done_seen = true;
+      }
+    } else if (x.error_body.size() < kMaxErrorBody) {
+      x.error_body.append(c.body.substr(0, kMaxErrorBody - x.error_body.size()));
+    }
+  }
+  if (c.parser.state() == HttpParser::State::kDone) {
+    on_message_complete(c, ns, used == bytes.size() && c.parser.head().keep_alive(), out);
+  }
+}
+
+void StreamClient::on_message_complete(Connection& c, int64_t ns, bool reusable,
+                                       std::vector<RequestRecord>& out) {
+  Exchange& x = *c.exchange;
+  const HttpHead& head = c.parser.head();
+  if (head.status != 200) {
+    finish(std::move(c.exchange), RequestStatus::kHttpError, error_from_body(head.status, x.error_body), ns, out);
+  } else if (!x.event_stream) {
+    finish(std::move(c.exchange), RequestStatus::kStreamError,
+           "expected a text/event-stream reply, got '" + std::string(head.header("content-type")) +
+               "': " + x.error_body.substr(0, 200),
+           ns, out);
+  } else if (!x.done_seen) {
+    finish(std::move(c.exchange), RequestStatus::kStreamError,
+           "stream ended without [DONE] after " + std::to_string(x.record.event_ns.size()) +
+               " content events",
+           ns, out);
+  } else if (x.record.event_ns.empty()) {
+    finish(std::move(c.exchange), RequestStatus::kStreamError, "stream had no content events", ns, out);
+  } else {
+    finish(std::move(c.exchange), RequestStatus::kOk, "", ns, out);
+  }
+  if (reusable) {
+    make_idle(c);
+  } else {
+    close_connection(c);
+  }
+}
+
+void StreamClient::on_closed(Connection& c, int error, int64_t ns, std::vector<RequestRecord>& out) {
+  if (!c.exchange) {  // an idle connection the server closed
+    close_connection(c);
+    return;
+  }
+  Exchange& x = *c.exchange;
+  if (error == 0 && c.parser.finish_on_eof()) {  // a reply framed by the connection's end
+    on_message_complete(c, ns, false, out);
+    return;
+  }
+  if (c.reused && !x.got_bytes && !x.retried) {
+    // The server closed an idle keep-alive connection as we reused it: it never saw this
+    // request. Send it again on a fresh connection.
+    std::unique_ptr<Exchange> again = std::move(c.exchange);
+    again->retried = true;
+    again->record.sent_ns = 0;
+    int target = c.target;
+    close_connection(c);
+    if (Connection* fresh = open_connection(target)) {
+      attach(*fresh, std::move(again));
+      return;
+    }
+    finish(std::move(again), RequestStatus::kConnectionError, connect_error(target, errno), ns, out);
+    return;
+  }
+  std::string what = error ? describe_errno(error) : "connection closed by the server";
+  if (!x.record.sent_ns) {
+    what = error ? connect_error(c.target, error) : what + " before the request was sent";
+  } else if (!x.head_checked) {
+    what += " before any reply";
+  } else {
+    what += " mid-response after " + std::to_string(x.record.event_ns.size()) + " content events";
+  }
+  finish(std::move(c.exchange), RequestStatus::kConnectionError, what, ns, out);
+  close_connection(c);
+}
+
+void StreamClient::finish(std::unique_ptr<Exchange> x, RequestStatus status, std::string error,
+                          int64_t end_ns, std::vector<RequestRecord>& out) {
+  RequestRecord& r = x->record;
+  r.status = status;
+  r.error = std::move(error);
+  r.end_ns = end_ns;
+  if (!r.event_ns.empty()) {
+    r.first_ns = r.event_ns.front();
+    r.last_ns = r.event_ns.back();
+  }
+  if (x->usage_prompt) r.input_tokens = *x->usage_prompt;
+  r.output_tokens_from_usage = x->usage_completion.has_value();
+  r.output_tokens = x->usage_completion ? *x->usage_completion : int64_t(r.event_ns.size());
+  out.push_back(std::move(r));
+  --active_;
+}
+
+void StreamClient::expire_timeouts(int64_t now, std::vector<RequestRecord>& out) {
+  if (now < next_deadline_ns_) return;
+  next_deadline_ns_ = INT64_MAX;
+  std::vector<Connection*> expired;
+  for (auto& [id, c] : connections_) {
+    if (!c->exchange) continue;
+    if (c->exchange->deadline_ns <= now) {
+      expired.push_back(c.get());
+    } else {
+      next_deadline_ns_ = std::min(next_deadline_ns_, c->exchange->deadline_ns);
+    }
+  }
+  for (Connection* c : expired) {
+    const RequestRecord& r = c->exchange->record;
+    std::string stage = !r.sent_ns                  ? "while connecting or sending"
+                        : !c->exchange->head_checked ? "before any reply"
+                                                     : "after " + std::to_string(r.event_ns.size()) +
+                                                           " content events";
+    finish(std::move(c->exchange), RequestStatus::kTimeout,
+           "no complete response within " + std::to_string(timeout_ns_ / 1'000'000) + " ms (" +
+               stage + ")",
+           now, out);
+    close_connection(*c);
+  }
+}
+
+void StreamClient::make_idle(Connection& c) {
+  c.reused = false;
+  c.parser.reset();
+  idle_[size_t(c.target)].push_back(c.id);
+}
+
+void StreamClient::close_connection(Connection& c) {
+  auto& idle = idle_[size_t(c.target)];
+  idle.erase(std::remove(idle.begin(), idle.end(), c.id), idle.end());
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  ::close(c.fd);
+  connections_.erase(c.id);  // destroys c
+}
+
+}  // namespace gpufrac

@@ -1,0 +1,57 @@
+// The requests bench sends: OpenAI streaming requests of a chosen input and output length.
+//
+// /v1/completions sends the prompt as an array of token ids, so the input length is exact: ids
+// drawn uniformly from [0, vocab_size) by a seeded generator, distinct per request (the first
+// block of ids of every request differs from every other's, so no prefix cache can serve one
+// request from another). /v1/chat/completions sends text: random common English words, about one
+// token each (the server's usage reports the true count). Both ask max_tokens = min_tokens = OSL,
+// ignore_eos, stream, and stream_options.include_usage.
+//
+// Lengths are fixed, or drawn per request from a normal distribution (mean, stddev), rounded and
+// kept >= 1. Everything is a function of (seed, stream key, request index): the same run asks the
+// same things, and different stream keys (target, run point) ask different ones. A generator is
+// not thread-safe; use one per target.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+
+namespace gpufrac {
+
+enum class Endpoint { kCompletions, kChat };
+const char* endpoint_name(Endpoint endpoint);           // "completions" | "chat"
+const char* endpoint_path(Endpoint endpoint);           // "/v1/completions" | "/v1/chat/completions"
+
+struct WorkloadSpec {
+  Endpoint endpoint = Endpoint::kCompletions;
+  int isl = 2048;
+  int osl = 256;
+  double isl_stddev = 0;
+  double osl_stddev = 0;
+  int vocab_size = 151643;  // Qwen3's ordinary (non-special) tokens
+  uint64_t seed = 0;
+};
+
+struct PreparedRequest {
+  std::string body;           // JSON
+  int input_tokens = 0;       // exact for completions; the word count for chat
+  int output_tokens = 0;      // the OSL asked for (max_tokens = min_tokens)
+};
+
+class WorkloadGenerator {
+ public:
+  // `stream_key` separates request streams of one seed (bench uses target and run point).
+  WorkloadGenerator(WorkloadSpec spec, std::string model, uint64_t stream_key);
+  PreparedRequest make(int64_t index);
+
+ private:
+  int draw_length(uint64_t rng_seed, int mean, double stddev) const;
+
+  WorkloadSpec spec_;
+  std::string model_json_;  // the model name, JSON-quoted
+  uint64_t stream_seed_;
+  std::unordered_set<uint64_t> prompt_heads_;  // hashes of every prompt's first block
+};
+
+}  // namespace gpufrac
