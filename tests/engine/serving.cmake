@@ -17,10 +17,18 @@ gpufrac_test(engine_server_test LABEL integration
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_server_test.cpp
   LIBS gpufrac_engine gpufrac_fake_runner)
 
-# `gpufrac serve --model tiny --device cpu` as a process: many concurrent clients, disconnects.
+# `gpufrac serve` as a process: many concurrent clients, disconnects, no KV leak. On the CPU
+# with the tiny preset in CI; on CUDA with qwen3-0.6b and --memory-budget auto (gpu label).
 gpufrac_test(engine_serve_tiny_test LABEL integration TIMEOUT 600
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_tiny_cpu_test.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_process_test.cpp
   LIBS gpufrac_common)
+if(GPUFRAC_HAVE_CUDA)
+  gpufrac_test(engine_serve_cuda_test LABEL gpu TIMEOUT 900
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_process_test.cpp
+    LIBS gpufrac_common)
+  target_compile_definitions(engine_serve_cuda_test PRIVATE SERVE_SUITE=ServeCuda SERVE_MODEL="qwen3-0.6b"
+                             SERVE_DEVICE="cuda" SERVE_MEMORY_BUDGET="auto")
+endif()
 
 # The scheduler step's CPU cost (a performance target, not run by CI).
 find_package(benchmark QUIET)

@@ -1,4 +1,5 @@
-// `gpufrac serve --model tiny --device cpu` as a real process: 1, 8, 64 and 256 concurrent
+// `gpufrac serve` as a real process (by default `--model tiny --device cpu`; the gpu-labelled build
+// of this file sets SERVE_MODEL/SERVE_DEVICE/SERVE_MEMORY_BUDGET): 1, 8, 64 and 256 concurrent
 // streaming clients all complete with exactly the tokens they asked for; greedy output repeats;
 // clients that hang up mid-stream are cancelled; and afterwards /metrics shows every KV block
 // free. SIGTERM ends the server cleanly.
@@ -9,11 +10,19 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "common/json.h"
 #include "server_test_client.h"
+
+#ifndef SERVE_MODEL
+#define SERVE_SUITE ServeTinyCpu
+#define SERVE_MODEL "tiny"
+#define SERVE_DEVICE "cpu"
+#define SERVE_MEMORY_BUDGET "64M"
+#endif
 
 namespace gpufrac::testing {
 namespace {
@@ -107,7 +116,7 @@ std::string prompt_of(int i) {
 }
 
 std::string stream_body(int i, int max_tokens) {
-  return R"({"model":"tiny","prompt":)" + prompt_of(i) + R"(,"max_tokens":)" +
+  return R"({"model":")" SERVE_MODEL R"(","prompt":)" + prompt_of(i) + R"(,"max_tokens":)" +
          std::to_string(max_tokens) +
          R"(,"temperature":0,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}})";
 }
@@ -143,13 +152,15 @@ bool metric_reaches(int port, const std::string& name, double value) {
   return false;
 }
 
-TEST(ServeTinyCpu, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
+TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
   int port = free_port();
-  ServeProcess serve({"--model", "tiny", "--device", "cpu", "--port", std::to_string(port),
-                      "--max-model-len", "256", "--memory-budget", "64M", "--max-num-seqs", "256",
-                      "--max-num-batched-tokens", "2048", "--threads", "2"});
-  ASSERT_TRUE(serve.wait_healthy(port, 120s)) << serve.log();
-  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_total"), 4096);  // 64 MiB / (16 x 1 KiB)
+  ServeProcess serve({"--model", SERVE_MODEL, "--device", SERVE_DEVICE, "--port",
+                      std::to_string(port), "--max-model-len", "256", "--memory-budget",
+                      SERVE_MEMORY_BUDGET, "--max-num-seqs", "256", "--max-num-batched-tokens",
+                      "2048", "--threads", "2"});
+  ASSERT_TRUE(serve.wait_healthy(port, 300s)) << serve.log();
+  // All that 256 sequences of 256 tokens can use (tiny: 64 MiB / (16 x 1 KiB) is just that).
+  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_total"), 4096);
 
   const int max_tokens = 8;
   for (int concurrency : {1, 8, 64, 256}) {
@@ -168,6 +179,10 @@ TEST(ServeTinyCpu, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
       EXPECT_EQ(stream(port, stream_body(3, max_tokens)).token_ids, outcomes[3].token_ids);
     }
     EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0)) << concurrency;
+    double itl_s = scrape(port, "gpufrac:inter_token_latency_seconds_sum") /
+                   scrape(port, "gpufrac:inter_token_latency_seconds_count");
+    std::printf("[ info ] concurrency %d: mean inter-token latency so far %.2f ms\n", concurrency,
+                itl_s * 1e3);
     EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
     EXPECT_EQ(scrape(port, "gpufrac:num_requests_waiting"), 0);
   }
