@@ -159,7 +159,12 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
     set_env(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(instance.sm_percent));
     set_env(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + mebibytes_limit(instance.memory_cap_bytes));
     capped_by_shim = !context.memcap_library.empty();
-  } else if (instance.mode == SharingMode::kTimeslice) {
+  } else {
+    // Not an MPS client: point CUDA at an empty pipe directory, or it would join a daemon on the
+    // default /tmp/nvidia-mps (someone else's) without a word.
+    set_env(env, "CUDA_MPS_PIPE_DIRECTORY", context.run_dir + "/mps/none");
+  }
+  if (!device.is_cpu() && instance.mode == SharingMode::kTimeslice) {
     if (context.memcap_library.empty()) {
       throw UsageError(spec.source + ": memcap_library: timeslice mode caps memory with " +
                        kMemcapLibraryName + ", which is not built beside gpufrac; build target " +

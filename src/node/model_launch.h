@@ -8,6 +8,8 @@
 //                     CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<cap>M, and the memcap shim when built
 //   timeslice (GPU)   the memcap shim: LD_PRELOAD + GPUFRAC_MEMCAP_BYTES/_TENANT/_STATE_DIR
 //   dedicated (GPU)   nothing more
+//   both of those     CUDA_MPS_PIPE_DIRECTORY=<run_dir>/mps/none (empty), so that the engine
+//                     never joins a daemon on CUDA's default /tmp/nvidia-mps
 //   CPU               CUDA_VISIBLE_DEVICES="" ; fractions: sched_setaffinity to its cores and
 //                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap
 //   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES,

@@ -98,7 +98,7 @@ TEST(ModelLaunch, TimesliceIsCappedByTheShimOnlyAndNeedsIt) {
                       gpu(SharingMode::kTimeslice));
   LaunchPlan plan = f.plan();
   EXPECT_EQ(env_value(plan, memcap::kEnvBytes), std::to_string(20 * kGiB));
-  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "/run/n/mps/none");  // never the default daemon
   EXPECT_EQ(env_value(plan, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "<unset>");
   f.context.memcap_library.clear();
   try {
@@ -114,7 +114,7 @@ TEST(ModelLaunch, DedicatedGetsOnlyItsGpu) {
   LaunchPlan plan = f.plan();
   EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "GPU-abc");
   EXPECT_EQ(env_value(plan, "LD_PRELOAD").find("memcap"), std::string::npos);
-  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "/run/n/mps/none");
 }
 
 TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {

@@ -181,12 +181,12 @@ TEST_F(FakeGpuNodeTest, TimesliceModelsRunUnderTheMemcapShimAndNoMps) {
     EXPECT_NE(read_file("/proc/" + std::to_string(pid) + "/maps").find("libgpufrac_memcap.so"), std::string::npos)
         << name << " does not have the shim loaded";
     EXPECT_EQ(proc_env(pid, "CUDA_VISIBLE_DEVICES"), kGpu0);
-    EXPECT_EQ(proc_env(pid, "CUDA_MPS_PIPE_DIRECTORY"), "<unset>");
+    EXPECT_EQ(proc_env(pid, "CUDA_MPS_PIPE_DIRECTORY"), dir_.path() + "/run/mps/none");
     EXPECT_EQ(proc_env(pid, "GPUFRAC_MEMCAP_TENANT"), std::string("g.") + name);
   }
   EXPECT_EQ(proc_env(instance(all, "b").process.pid, "GPUFRAC_MEMCAP_BYTES"), std::to_string(uint64_t(20) << 30));
   EXPECT_TRUE(node->state()["mps"].empty());
-  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/run/mps"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/run/mps/none"));  // nothing to attach to
 }
 
 }  // namespace
