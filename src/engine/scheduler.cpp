@@ -15,6 +15,10 @@ Scheduler::Scheduler(SchedulerConfig config, KvBlockAllocator& allocator)
 }
 
 void Scheduler::add(Sequence* sequence) {
+  // The table's final size is known: growing it during steps then never allocates.
+  int64_t tokens_left = sequence->stop().max_tokens - sequence->num_generated();
+  sequence->block_table.reserve(
+      allocator_.blocks_for_tokens(sequence->num_tokens() + std::max<int64_t>(tokens_left, 0)));
   sequence->status = SequenceStatus::kWaiting;
   sequence->arrival_order = next_arrival_++;
   waiting_.push_back(sequence);

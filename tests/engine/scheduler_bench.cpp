@@ -2,11 +2,32 @@
 // StepBatch the runner reads, complete_step(), appending the sampled tokens and retiring finished
 // requests (replaced at once by new ones, so the mix of prefill and decode stays steady).
 // Target: < 0.2 ms per step with 64 running sequences (a GPU decode step takes ~2-5 ms).
-// Run: build-x/scheduler_bench [--benchmark_repetitions=5]
+// The "allocs/step" counter counts heap allocations in the timed loop: they come from the
+// requests that arrive (a Sequence and its token vector), not from planning the step.
+// Run: build-x/tests/engine/scheduler_bench [--benchmark_repetitions=5]
 #include <benchmark/benchmark.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <vector>
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+// These replace the global delete and pair with the malloc in the new above.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 #include "engine/runner.h"
 #include "engine/scheduler.h"
@@ -75,7 +96,12 @@ void BM_SchedulerStep(benchmark::State& state) {
   int64_t prefill_chunks = 0, decodes = 0;
   for (int i = 0; i < 2000; ++i) step(prefill_chunks, decodes);
   prefill_chunks = decodes = 0;
+  uint64_t arrivals_before = next_id;
+  uint64_t allocations_before = g_allocations.load();
   for (auto _ : state) step(prefill_chunks, decodes);
+  state.counters["allocs/step"] =
+      double(g_allocations.load() - allocations_before) / double(state.iterations());
+  state.counters["arrivals/step"] = double(next_id - arrivals_before) / double(state.iterations());
   state.counters["decodes/step"] = double(decodes) / double(state.iterations());
   state.counters["prefill_chunks/step"] = double(prefill_chunks) / double(state.iterations());
   state.counters["preemptions"] = double(scheduler.num_preemptions_total());
