@@ -199,8 +199,8 @@ void CudaRunner::time_linear_kernels() {
   bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
   bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
   // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(x, 0x3c, uint64_t(most_tokens) * std::max(hidden, inter) * 2,
-                                     stream_));
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
+      x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
   cudaEvent_t start = nullptr, stop = nullptr;
   GPUFRAC_CUDA_CHECK(cudaEventCreate(&start));
   GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop));
