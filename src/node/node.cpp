@@ -26,6 +26,20 @@ std::string this_executable() {
   return ec ? "gpufrac" : self.string();
 }
 
+// Processes a previous node of this run directory recorded and that still run (its node process
+// was killed, and nobody ran `gpufrac down`): a new node would lose track of them.
+std::string leftovers_of_previous_node(const Json& state) {
+  if (state.is_null()) return {};
+  std::string left;
+  auto check = [&](const Json& entry, const std::string& what) {
+    ProcessId p{pid_t(entry.value("pid", 0)), entry.value("start_time", uint64_t(0))};
+    if (p.valid() && process_group_alive(p)) left += (left.empty() ? "" : ", ") + what + " (pid " + std::to_string(p.pid) + ")";
+  };
+  for (const Json& m : state.value("models", Json::array())) check(m, "model " + m.value("name", "?"));
+  for (const Json& d : state.value("mps", Json::array())) check(d, "the MPS daemon of GPU " + d.value("gpu", "?"));
+  return left;
+}
+
 }  // namespace
 
 std::unique_ptr<Node> Node::up(const NodeSpec& spec, NodeOptions options) {
@@ -85,6 +99,12 @@ void Node::start(const NodeSpec& spec) {
   }
 
   lock_fd_ = lock_run_dir(run_dir_, spec.name);
+  if (std::string left = leftovers_of_previous_node(read_node_state(run_dir_)); !left.empty()) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw RuntimeFailure("the previous node in " + run_dir_ + " left " + left +
+                         " running; stop them with gpufrac down --run-dir " + run_dir_ + " first");
+  }
   std::filesystem::create_directories(run_dir_ + "/logs");
   try {
     std::vector<RouterModel> models;

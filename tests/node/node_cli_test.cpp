@@ -100,6 +100,11 @@ TEST_F(NodeCliTest, DownAfterTheNodeProcessWasKilledStopsWhatItStartedAndNothing
   CommandOutput status = gpufrac({"status", "--run-dir", run_dir()});
   EXPECT_NE(status.out.find("node process gone"), std::string::npos) << status.out;
 
+  // A new node there would lose track of the orphans: refused until down has run.
+  CommandOutput again = gpufrac({"up", spec, "--detach"});
+  EXPECT_EQ(WEXITSTATUS(again.wait_status), 1);
+  EXPECT_NE(again.err.find("left model a"), std::string::npos) << again.err;
+
   CommandOutput down = gpufrac({"down", "--run-dir", run_dir()});
   ASSERT_TRUE(down.ok()) << down.err;
   EXPECT_NE(down.out.find("2 leftover"), std::string::npos) << down.out;
