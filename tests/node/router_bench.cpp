@@ -1,0 +1,70 @@
+// The router's own cost per request, without an engine's noise: a streamed completion of N SSE
+// chunks from an in-process upstream that answers at once, fetched directly and through the
+// router, one request at a time. The difference of the two timings is what the router adds to a
+// request's round trip (the TTFT overhead of docs/results/router-overhead.md, minus the queueing
+// of a loaded machine). Not run by CI:  build-*/tests/node/router_bench
+#include <benchmark/benchmark.h>
+
+#include "common/http_server.h"
+#include "node/router.h"
+#include "stream_client.h"
+
+namespace gpufrac {
+namespace {
+
+class Upstream {
+ public:
+  Upstream() : server_({}) {
+    server_.route("POST", "/v1/completions", [](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
+      int chunks = q.body.find("\"many\"") != std::string::npos ? 64 : 1;
+      r->start_stream(200, "text/event-stream");
+      for (int i = 0; i < chunks; ++i) r->write("data: {\"choices\":[{\"text\":\" t\"}]}\n\n");
+      r->write("data: [DONE]\n\n");
+      r->end();
+    });
+    server_.start();
+  }
+  int port() const { return server_.port(); }
+
+ private:
+  HttpServer server_;
+};
+
+struct Setup {
+  Upstream upstream;
+  Router router{{}, {{"m", 1}}};
+  Setup() {
+    ReplicaState ready;
+    ready.port = upstream.port();
+    ready.ready = true;
+    router.set_replica("m", 0, ready);
+    router.start();
+  }
+};
+
+Setup& setup() {
+  static Setup s;
+  return s;
+}
+
+void run(benchmark::State& state, bool through_router, const char* body) {
+  int port = through_router ? setup().router.port() : setup().upstream.port();
+  for (auto _ : state) {
+    testing::StreamResult r = testing::stream_request(port, "/v1/completions", body, 5);
+    if (!r.complete) state.SkipWithError("request failed");
+  }
+}
+
+void BM_DirectOneChunk(benchmark::State& s) { run(s, false, R"({"model":"m","prompt":[1,2,3]})"); }
+void BM_RouterOneChunk(benchmark::State& s) { run(s, true, R"({"model":"m","prompt":[1,2,3]})"); }
+void BM_Direct64Chunks(benchmark::State& s) { run(s, false, R"({"model":"m","prompt":"many"})"); }
+void BM_Router64Chunks(benchmark::State& s) { run(s, true, R"({"model":"m","prompt":"many"})"); }
+BENCHMARK(BM_DirectOneChunk)->UseRealTime();
+BENCHMARK(BM_RouterOneChunk)->UseRealTime();
+BENCHMARK(BM_Direct64Chunks)->UseRealTime();
+BENCHMARK(BM_Router64Chunks)->UseRealTime();
+
+}  // namespace
+}  // namespace gpufrac
+
+BENCHMARK_MAIN();
