@@ -64,7 +64,7 @@ inline std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// A scratch directory for this test process.
+// A scratch directory for this test process (defined below).
 inline std::string scratch_dir();
 
 // Runs a shell command with its output in a log; fails the test (with the command and the end of
@@ -79,10 +79,20 @@ inline void run_checked(const std::string& command) {
   }
 }
 
+// Removed when the test process exits.
 inline std::string scratch_dir() {
-  const std::string dir = ::testing::TempDir() + "gpufrac_tokenizer_" + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
-  return dir;
+  struct Dir {
+    std::string path;
+    Dir() : path(::testing::TempDir() + "gpufrac_tokenizer_" + std::to_string(getpid())) {
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 // A byte-level BPE tokenizer.json: ids 0..255 are the bytes, then one token per merge, in order
