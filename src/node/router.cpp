@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "node/request_model.h"
 
 namespace gpufrac {
 namespace {
@@ -65,19 +66,21 @@ void Router::handle_completion(const HttpRequest& request, std::shared_ptr<HttpR
                "service_unavailable", nullptr, "node_draining");
     return;
   }
-  Json body = Json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    send_error(*response, 400, "the request body is not a JSON object", "invalid_request_error",
-               nullptr, "invalid_json");
+  RequestModelError why = RequestModelError::kNone;
+  std::optional<RequestModel> requested = find_request_model(request.body, &why);
+  if (!requested) {
+    if (why == RequestModelError::kNotAnObject) {
+      send_error(*response, 400, "the request body is not a JSON object", "invalid_request_error",
+                 nullptr, "invalid_json");
+    } else {
+      send_error(*response, 400,
+                 std::string(why == RequestModelError::kNotAString ? "'model' must be a string" : "'model' is required") +
+                     ": name one of the models GET /v1/models lists",
+                 "invalid_request_error", "model", "missing_model");
+    }
     return;
   }
-  auto model_field = body.find("model");
-  if (model_field == body.end() || !model_field->is_string()) {
-    send_error(*response, 400, "'model' is required: name one of the models GET /v1/models lists",
-               "invalid_request_error", "model", "missing_model");
-    return;
-  }
-  const std::string name = model_field->get<std::string>();
+  const std::string& name = requested->name;
 
   ProxyRequest upstream;
   Model* model = nullptr;
@@ -115,8 +118,7 @@ void Router::handle_completion(const HttpRequest& request, std::shared_ptr<HttpR
     replica.in_flight++;
     upstream.port = replica.state.port;
     if (!replica.state.served_name.empty() && replica.state.served_name != name) {
-      (*model_field) = replica.state.served_name;
-      upstream.body = body.dump();
+      upstream.body = replace_request_model(request.body, *requested, replica.state.served_name);
     }
   }
   in_flight_++;

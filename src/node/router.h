@@ -5,8 +5,9 @@
 // with its readiness; GET /health is 200 when every model has a ready replica, else 503.
 //
 // Errors, OpenAI-style: unknown model 404 (code model_not_found), model known but no replica
-// ready 503 (code model_not_ready, Retry-After: 1), body not JSON or without "model" 400, node
-// draining for shutdown 503.
+// ready 503 (code model_not_ready, Retry-After: 1), body not a JSON object or without a "model"
+// string 400, node draining for shutdown 503. Only "model" is read (request_model.h): the engine
+// validates the rest of the body.
 //
 // If an engine serves under another name than the node's (a vLLM command without
 // --served-model-name), the router rewrites "model" in the request to the engine's name, learnt

@@ -6,6 +6,8 @@
 #include <benchmark/benchmark.h>
 
 #include "common/http_server.h"
+#include "common/json.h"
+#include "node/request_model.h"
 #include "node/router.h"
 #include "stream_client.h"
 
@@ -54,6 +56,30 @@ void run(benchmark::State& state, bool through_router, const char* body) {
     if (!r.complete) state.SkipWithError("request failed");
   }
 }
+
+// A completions body with a 2048-token prompt, the reference study's input length.
+const std::string& long_body() {
+  static const std::string body = [] {
+    std::string b = R"({"max_tokens":256,"min_tokens":256,"model":"m","prompt":[)";
+    for (int i = 0; i < 2048; ++i) b += (i ? "," : "") + std::to_string(100000 + i * 37);
+    return b + R"(],"stream":true})";
+  }();
+  return body;
+}
+
+void BM_FindModel2048(benchmark::State& s) {
+  for (auto _ : s) benchmark::DoNotOptimize(find_request_model(long_body(), nullptr));
+}
+void BM_FullJsonParse2048(benchmark::State& s) {
+  for (auto _ : s) benchmark::DoNotOptimize(Json::parse(long_body(), nullptr, false));
+}
+BENCHMARK(BM_FindModel2048);
+BENCHMARK(BM_FullJsonParse2048);
+
+void BM_Direct2048Prompt(benchmark::State& s) { run(s, false, long_body().c_str()); }
+void BM_Router2048Prompt(benchmark::State& s) { run(s, true, long_body().c_str()); }
+BENCHMARK(BM_Direct2048Prompt)->UseRealTime();
+BENCHMARK(BM_Router2048Prompt)->UseRealTime();
 
 void BM_DirectOneChunk(benchmark::State& s) { run(s, false, R"({"model":"m","prompt":[1,2,3]})"); }
 void BM_RouterOneChunk(benchmark::State& s) { run(s, true, R"({"model":"m","prompt":[1,2,3]})"); }
