@@ -118,7 +118,12 @@ std::vector<PointResult> run_bench(const BenchConfig& config, std::ostream& tabl
     result.targets = config.targets;
     double cpu_before = thread_cpu_seconds();
     std::function<void(const PointProgress&)> progress;
-    if (config.progress) progress = [&label](const PointProgress& p) { draw_progress(label, p); };
+    if (config.progress || config.cancel) {
+      progress = [&config, &label](const PointProgress& p) {
+        if (config.cancel && config.cancel()) throw BenchCancelled();
+        if (config.progress) draw_progress(label, p);
+      };
+    }
     // Each point gets its own prompts and arrivals: a server's prefix cache can't carry over.
     uint64_t point_key = uint64_t(i) * 1'000'003 + uint64_t(concurrency) * 7919 +
                          uint64_t(std::llround(rate * 1000));

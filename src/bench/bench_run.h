@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,13 @@ struct BenchConfig {
   int gpus = 1;
   std::string cli_command;  // recorded in the files
   bool progress = false;    // a live line on stderr
+  // Polled about every 0.25 s while a point runs; once it returns true, run_bench drops the
+  // point's connections and throws BenchCancelled (no files are written for that point).
+  std::function<bool()> cancel;
+};
+
+struct BenchCancelled : std::runtime_error {
+  BenchCancelled() : std::runtime_error("bench cancelled") {}
 };
 
 // Defaults of the reference study: closed loop at c, max(40, 10c) requests and min(16, 2c)

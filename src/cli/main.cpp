@@ -6,8 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_command.h"
 #include "common/error.h"
 #include "engine/serve_command.h"
+#include "experiment/experiment_command.h"
 #include "memcap/memcap_command.h"
 #include "node/down_command.h"
 #include "node/gpus_command.h"
@@ -25,7 +27,9 @@ struct Command {
 
 // One line per subcommand, in the order `gpufrac --help` lists them.
 const std::vector<Command> kCommands = {
+    {"experiment", "the main job: dedicated vs timeslice vs fractions, swept and reported", gpufrac::experiment_command},
     {"serve", "the built-in engine: one model, OpenAI-compatible HTTP, CUDA or CPU", gpufrac::serve_command},
+    {"bench", "load generator: ISL/OSL, concurrency sweeps, many endpoints", gpufrac::bench_command},
     {"report", "study tables, cost per 1M tokens, plots from results", gpufrac::report_command},
     {"memcap", "run a command under a hard GPU memory cap", gpufrac::memcap_command},
     {"up", "start a node: models on GPU fractions behind one router", gpufrac::up_command},

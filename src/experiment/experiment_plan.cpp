@@ -1,0 +1,98 @@
+#include "experiment/experiment_plan.h"
+
+#include <filesystem>
+
+namespace gpufrac {
+namespace {
+
+namespace fs = std::filesystem;
+
+DeviceKind device_kind(const std::string& device) {
+  if (device == "cuda") return DeviceKind::kCuda;
+  if (device == "cpu") return DeviceKind::kCpu;
+  return DeviceKind::kAuto;
+}
+
+SharingMode sharing_mode(const std::string& arm) {
+  if (arm == "dedicated") return SharingMode::kDedicated;
+  if (arm == "timeslice") return SharingMode::kTimeslice;
+  return SharingMode::kFractions;
+}
+
+}  // namespace
+
+NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm, int models_per_gpu) {
+  NodeSpec node;
+  node.source = spec.source;
+  node.name = "experiment-" + arm + "-m" + std::to_string(models_per_gpu);
+  node.listen_port = 0;
+  node.device = device_kind(spec.device);
+  node.mode = sharing_mode(arm);
+  if (node.device != DeviceKind::kCpu) {
+    node.gpus_auto = false;
+    for (int g = 0; g < spec.gpus; ++g) node.gpus.push_back({std::to_string(g), std::nullopt});
+  }
+  for (int i = 0; i < models_per_gpu * spec.gpus; ++i) {
+    ModelSpec model;
+    model.name = "m" + std::to_string(i);
+    model.model = spec.model;
+    model.engine_args = spec.engine_args;
+    if (arm != "dedicated") {
+      model.fraction.memory_share = 1.0 / models_per_gpu;
+      if (arm == "fractions") model.fraction.compute = 1.0 / models_per_gpu;
+    }
+    node.models.push_back(std::move(model));
+  }
+  return node;
+}
+
+BenchConfig experiment_bench_config(const ExperimentSpec& spec, const std::string& arm,
+                                    int models_per_gpu, const std::string& out_dir) {
+  BenchConfig config;
+  config.workload.isl = spec.isl;
+  config.workload.osl = spec.osl;
+  config.workload.isl_stddev = spec.isl_stddev;
+  config.workload.osl_stddev = spec.osl_stddev;
+  config.requests = spec.requests;
+  config.warmup = spec.warmup;
+  config.request_timeout_s = spec.request_timeout_s;
+  config.out_dir = out_dir;
+  config.arm = arm;
+  config.models_per_gpu = models_per_gpu;
+  config.gpus = spec.gpus;
+  config.cli_command = "gpufrac experiment (" + spec.source + ")";
+  return config;
+}
+
+namespace {
+
+bool point_done(const BenchConfig& config, int concurrency, double rate) {
+  return fs::exists(fs::path(point_directory(config, concurrency, rate)) / "summary.json");
+}
+
+}  // namespace
+
+std::string arm_directory(const std::string& out_dir, const std::string& arm, int models_per_gpu) {
+  return out_dir + "/" + arm + "-m" + std::to_string(models_per_gpu);
+}
+
+std::vector<NodeRunPlan> plan_runs(const ExperimentSpec& spec) {
+  std::vector<NodeRunPlan> plans;
+  for (const ExperimentRun& run : spec.runs) {
+    for (int m : run.models_per_gpu) {
+      NodeRunPlan plan{run.arm, m, spec.output, {}, {}};
+      BenchConfig config = experiment_bench_config(spec, run.arm, m, spec.output);
+      if (run.open_loop()) config.open_loop = true;
+      for (int c : run.concurrency) {
+        if (!run.open_loop() && !point_done(config, c, 0)) plan.concurrency.push_back(c);
+      }
+      for (double r : run.rates) {
+        if (!point_done(config, 0, r)) plan.rates.push_back(r);
+      }
+      plans.push_back(std::move(plan));
+    }
+  }
+  return plans;
+}
+
+}  // namespace gpufrac

@@ -1,0 +1,29 @@
+// One node session of an experiment: bring the node of (arm, models per GPU) up, drive the given
+// run points through its router one at a time with bench (every model at once), take it down —
+// also when a point throws or the run is interrupted. Used by the sweep and the packing search.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_run.h"
+#include "experiment/experiment_runner.h"
+#include "experiment/progress_clock.h"
+
+namespace gpufrac {
+
+struct SessionPoints {
+  std::vector<int> concurrency;  // closed loop
+  std::vector<double> rates;     // open loop
+};
+
+// `config` carries everything but the targets and the point; `clock` and `table_out` may be null.
+// Stops between points (and bench stops within one) once `interrupted` returns true.
+void run_node_session(const ExperimentSpec& spec, const std::string& arm, int models_per_gpu,
+                      const BenchConfig& config, const SessionPoints& points,
+                      const ExperimentOptions& options, const std::function<bool()>& interrupted,
+                      ProgressClock* clock, std::ostream* table_out);
+
+}  // namespace gpufrac

@@ -1,0 +1,136 @@
+#include "experiment/packing_search.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/json.h"
+#include "experiment/experiment_plan.h"
+#include "experiment/node_session.h"
+
+namespace gpufrac {
+namespace {
+
+double stat(const Json& metrics, const char* metric, const char* statistic) {
+  const Json* m = metrics.contains(metric) ? &metrics.at(metric) : nullptr;
+  if (!m || !m->contains(statistic) || !m->at(statistic).is_number()) return 1e300;
+  return m->at(statistic).get<double>();
+}
+
+}  // namespace
+
+PackingProbe judge_probe(const std::string& summary_path, int models_per_gpu,
+                         const ExperimentSlo& slo) {
+  std::ifstream file(summary_path);
+  if (!file) throw RuntimeFailure("cannot read " + summary_path);
+  Json summary = Json::parse(file, nullptr, false);
+  if (summary.is_discarded() || !summary.contains("targets")) {
+    throw RuntimeFailure(summary_path + " is not a bench summary (no targets)");
+  }
+  PackingProbe probe;
+  probe.models_per_gpu = models_per_gpu;
+  probe.summary_path = summary_path;
+  for (const Json& target : summary.at("targets")) {
+    const Json& metrics = target.at("metrics");
+    probe.worst_ttft_p90_ms = std::max(probe.worst_ttft_p90_ms, stat(metrics, "ttft_ms", "p90"));
+    probe.worst_itl_p50_ms = std::max(probe.worst_itl_p50_ms, stat(metrics, "itl_ms", "p50"));
+    probe.failed_requests += metrics.value("failed", 0);
+  }
+  probe.passed = !summary.at("targets").empty() && probe.failed_requests == 0 &&
+                 probe.worst_ttft_p90_ms <= slo.ttft_p90_ms &&
+                 probe.worst_itl_p50_ms <= slo.itl_p50_ms;
+  return probe;
+}
+
+PackingSearchResult search_packings(int max_models_per_gpu,
+                                    const std::function<PackingProbe(int)>& probe,
+                                    const std::function<bool()>& interrupted) {
+  PackingSearchResult result;
+  auto run = [&](int m) {
+    result.probes.push_back(probe(m));
+    return result.probes.back().passed;
+  };
+  int pass = 0;
+  int fail = max_models_per_gpu + 1;
+  for (int m = 1; !interrupted(); m = std::min(m * 2, max_models_per_gpu)) {
+    if (!run(m)) {
+      fail = m;
+      break;
+    }
+    pass = m;
+    if (m == max_models_per_gpu) break;
+  }
+  while (fail - pass > 1 && !interrupted()) {
+    int mid = pass + (fail - pass) / 2;
+    if (run(mid)) pass = mid;
+    else fail = mid;
+  }
+  result.largest_passing = pass;
+  return result;
+}
+
+PackingSearchResult run_packing_search(const ExperimentSpec& spec,
+                                       const ExperimentOptions& options,
+                                       const std::function<bool()>& interrupted) {
+  const PackingSearch& search = *spec.packing_search;
+  std::string out_dir = spec.output + "/packing";
+  auto probe = [&](int m) {
+    BenchConfig config = experiment_bench_config(spec, search.arm, m, out_dir);
+    config.open_loop = true;
+    if (search.requests > 0) config.requests = search.requests;
+    std::string summary = point_directory(config, 0, search.rate) + "/summary.json";
+    if (!std::filesystem::exists(summary)) {
+      run_node_session(spec, search.arm, m, config, {{}, {search.rate}}, options, interrupted,
+                       nullptr, nullptr);
+    }
+    if (interrupted()) return PackingProbe{m, false, 0, 0, 0, summary};
+    return judge_probe(summary, m, spec.slo);
+  };
+  PackingSearchResult result = search_packings(search.max_models_per_gpu, probe, interrupted);
+  if (!interrupted()) {
+    Json probes = Json::array();
+    for (const PackingProbe& p : result.probes) {
+      probes.push_back({{"models_per_gpu", p.models_per_gpu}, {"passed", p.passed},
+                        {"worst_ttft_p90_ms", p.worst_ttft_p90_ms},
+                        {"worst_itl_p50_ms", p.worst_itl_p50_ms},
+                        {"failed_requests", p.failed_requests}, {"summary", p.summary_path}});
+    }
+    Json record = {{"arm", search.arm},
+                   {"rate_per_model", search.rate},
+                   {"slo", {{"ttft_p90_ms", spec.slo.ttft_p90_ms}, {"itl_p50_ms", spec.slo.itl_p50_ms}}},
+                   {"max_models_per_gpu", search.max_models_per_gpu},
+                   {"largest_passing_models_per_gpu", result.largest_passing},
+                   {"probes", probes}};
+    std::ofstream(spec.output + "/packing.json") << record.dump(2) << "\n";
+  }
+  return result;
+}
+
+std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSearchResult& result) {
+  const PackingSearch& search = *spec.packing_search;
+  std::ostringstream out;
+  out << "## Packing search (open loop)\n\n"
+      << "Each model receives " << search.rate << " requests/s (ISL " << spec.isl << ", OSL "
+      << spec.osl << "); SLO: TTFT p90 <= " << spec.slo.ttft_p90_ms << " ms and ITL p50 <= "
+      << spec.slo.itl_p50_ms << " ms for every model, no failed request.\n\n"
+      << "| models/GPU | worst TTFT p90 (ms) | worst ITL p50 (ms) | failed | meets SLO |\n"
+      << "|---:|---:|---:|---:|:---|\n";
+  std::vector<PackingProbe> probes = result.probes;
+  std::sort(probes.begin(), probes.end(),
+            [](const auto& a, const auto& b) { return a.models_per_gpu < b.models_per_gpu; });
+  char line[256];
+  for (const PackingProbe& p : probes) {
+    std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s |\n", p.models_per_gpu,
+                  p.worst_ttft_p90_ms, p.worst_itl_p50_ms, p.failed_requests,
+                  p.passed ? "yes" : "no");
+    out << line;
+  }
+  out << "\nLargest packing that meets the SLO: **" << result.largest_passing
+      << " model(s) per GPU** (searched up to " << search.max_models_per_gpu
+      << "; dedicated serving needs one GPU per model).\n";
+  return out.str();
+}
+
+}  // namespace gpufrac

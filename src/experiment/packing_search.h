@@ -1,0 +1,48 @@
+// The packing search: the largest number of models per GPU that still meets the SLO when every
+// model receives `rate` requests/s (open loop). Probes packings 1, 2, 4, ... up to the spec's
+// maximum until one fails, then bisects between the last pass and the first failure. A probe
+// passes when every request completed and, for every model, TTFT p90 <= slo.ttft_p90_ms and
+// ITL p50 <= slo.itl_p50_ms. Each probe is a node brought up, one open-loop point, the node down;
+// its results stay in spec.output/packing/<arm>-m<m>/r<rate>/ and a probe whose summary exists is
+// read instead of run again. The outcome is also written to spec.output/packing.json.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "experiment/experiment_runner.h"
+#include "experiment/experiment_spec.h"
+
+namespace gpufrac {
+
+struct PackingProbe {
+  int models_per_gpu = 0;
+  bool passed = false;
+  double worst_ttft_p90_ms = 0;  // over the models
+  double worst_itl_p50_ms = 0;
+  int failed_requests = 0;
+  std::string summary_path;
+};
+
+struct PackingSearchResult {
+  std::vector<PackingProbe> probes;  // in the order they ran
+  int largest_passing = 0;           // 0: not even one model per GPU meets the SLO
+};
+
+// Judges one probe's summary.json against the SLO.
+PackingProbe judge_probe(const std::string& summary_path, int models_per_gpu,
+                         const ExperimentSlo& slo);
+
+// `probe` runs (or reads) one packing and returns its verdict; the search decides which packings.
+PackingSearchResult search_packings(int max_models_per_gpu,
+                                    const std::function<PackingProbe(int)>& probe,
+                                    const std::function<bool()>& interrupted);
+
+PackingSearchResult run_packing_search(const ExperimentSpec& spec,
+                                       const ExperimentOptions& options,
+                                       const std::function<bool()>& interrupted);
+
+std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSearchResult& result);
+
+}  // namespace gpufrac
