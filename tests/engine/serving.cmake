@@ -30,9 +30,14 @@ if(GPUFRAC_HAVE_CUDA)
                              SERVE_DEVICE="cuda" SERVE_MEMORY_BUDGET="auto")
 endif()
 
-# The scheduler step's CPU cost (a performance target, not run by CI).
+# Benchmarks (performance targets, not run by CI): the scheduler step's CPU cost.
 find_package(benchmark QUIET)
 if(benchmark_FOUND)
   add_executable(scheduler_bench ${CMAKE_CURRENT_LIST_DIR}/scheduler_bench.cpp)
   target_link_libraries(scheduler_bench PRIVATE gpufrac_engine benchmark::benchmark)
+  # The engine's whole per-step overhead (no runner time), with and without HTTP streaming.
+  add_executable(engine_loop_bench ${CMAKE_CURRENT_LIST_DIR}/engine_loop_bench.cpp)
+  target_include_directories(engine_loop_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(engine_loop_bench PRIVATE gpufrac_engine gpufrac_fake_runner
+                                                  benchmark::benchmark)
 endif()

@@ -1,5 +1,7 @@
 #include "fakes/fake_runner.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -14,6 +16,12 @@ uint64_t mix(uint64_t h, uint64_t v) {
   h ^= h >> 31;
   h *= 0xbf58476d1ce4e5b9ull;
   return h ^ (h >> 29);
+}
+
+int64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -32,6 +40,11 @@ void FakeRunner::allocate_kv_cache(int num_blocks, int block_size) {
 }
 
 void FakeRunner::forward(const engine::StepBatch& batch, engine::StepResult& result) {
+  if (last_return_cpu_ns_ >= 0) caller_cpu_ns_ += thread_cpu_ns() - last_return_cpu_ns_;
+  struct StampOnReturn {
+    int64_t& stamp;
+    ~StampOnReturn() { stamp = thread_cpu_ns(); }
+  } stamp_on_return{last_return_cpu_ns_};
   if (options_.on_step) options_.on_step(batch);
   int64_t step = steps_.fetch_add(1);
   if (kv_.empty()) throw std::logic_error("forward before allocate_kv_cache");
@@ -75,7 +88,7 @@ void FakeRunner::forward(const engine::StepBatch& batch, engine::StepResult& res
 int32_t FakeRunner::next_token(const engine::SequenceWork& w) const {
   int64_t end = w.start_position + static_cast<int64_t>(w.tokens.size());
   uint64_t h = 0x2545f4914f6cdd1dull;
-  for (int64_t pos = 0; pos < end; ++pos) {
+  for (int64_t pos = options_.hash_whole_context ? 0 : end - 1; pos < end; ++pos) {
     int32_t t = kv_[size_t(w.block_table[pos / block_size_]) * block_size_ + pos % block_size_];
     if (t < 0) throw std::logic_error("position " + std::to_string(pos) + " read before written");
     h = mix(h, uint64_t(t));

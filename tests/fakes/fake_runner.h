@@ -11,6 +11,7 @@
 // Tokens are drawn from [0, vocab_size - 1); the last id is EOS, produced only when the hash
 // says so (eos_one_in) and never while suppressed. A step sleeps step_time + per_token_time
 // x tokens fed. forward() runs on one thread at a time; the counters may be read from any.
+// The sleep does not count as CPU: caller_cpu_ns_between_steps() measures the caller's own work.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,9 @@ struct FakeRunnerOptions {
   uint64_t available_memory_bytes = uint64_t(1) << 30;
   uint64_t kv_bytes_per_token = 1024;
   int eos_one_in = 0;  // 0: never EOS; n: EOS when hash % n == 0
+  // false: hash only the last position's token (O(1) per sequence; for benchmarks, where hashing
+  // the whole context would cost more than the engine being measured).
+  bool hash_whole_context = true;
   // Runs at the start of every forward() (tests use it to block a step or to throw).
   std::function<void(const engine::StepBatch&)> on_step;
 };
@@ -52,6 +56,9 @@ class FakeRunner : public engine::ModelRunner {
   int64_t steps() const { return steps_.load(); }
   int64_t tokens_fed() const { return tokens_fed_.load(); }
   int max_sequences_in_step() const { return max_sequences_in_step_.load(); }
+  // CPU time the calling thread (the engine loop) spent between consecutive forward() calls:
+  // the engine's own per-step work, unaffected by other load on the machine.
+  int64_t caller_cpu_ns_between_steps() const { return caller_cpu_ns_.load(); }
 
  private:
   int32_t next_token(const engine::SequenceWork& work) const;
@@ -64,6 +71,8 @@ class FakeRunner : public engine::ModelRunner {
   std::atomic<int64_t> steps_{0};
   std::atomic<int64_t> tokens_fed_{0};
   std::atomic<int> max_sequences_in_step_{0};
+  std::atomic<int64_t> caller_cpu_ns_{0};
+  int64_t last_return_cpu_ns_ = -1;
 };
 
 }  // namespace gpufrac::fakes
