@@ -67,11 +67,17 @@ std::vector<pid_t> parse_mps_pids(const std::string& output) {
   std::vector<pid_t> pids;
   std::string token;
   auto flush = [&] {
-    bool digits = !token.empty() && std::all_of(token.begin(), token.end(), [](char c) {
+    // get_device_client_list prints clients as "PID.N" (seen on driver 580): the PID is the part
+    // before the dot.
+    std::string number = token.substr(0, token.find('.'));
+    bool suffix_ok = number.size() == token.size() ||
+                     std::all_of(token.begin() + long(number.size()) + 1, token.end(),
+                                 [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    bool digits = !number.empty() && suffix_ok && std::all_of(number.begin(), number.end(), [](char c) {
       return std::isdigit(static_cast<unsigned char>(c));
     });
-    if (digits && token.size() < 10) {
-      pid_t pid = pid_t(std::stol(token));
+    if (digits && number.size() < 10) {
+      pid_t pid = pid_t(std::stol(number));
       if (pid > 0 && std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
     }
     token.clear();

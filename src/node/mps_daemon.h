@@ -65,8 +65,9 @@ class MpsDaemon {
   ProcessId process_;
 };
 
-// The PIDs in a control program's answer: every token made only of digits (device UUIDs and
-// labels are skipped), in order, without duplicates or zeros.
+// The PIDs in a control program's answer: every token made only of digits, or "PID.N" as
+// get_device_client_list prints clients (device lines such as "[0] 00:00.0, NVIDIA H200" and
+// UUIDs give no PID), in order, without duplicates or zeros.
 std::vector<pid_t> parse_mps_pids(const std::string& output);
 
 }  // namespace gpufrac

@@ -90,7 +90,8 @@ class Daemon:
         if cmd == "get_device_client_list":
             if args and (not args[0].isdigit() or int(args[0]) not in server_pids):
                 return ""
-            return self.uuid + "\n" + "".join("  %d\n" % p for p in found)
+            # The real daemon's layout (driver 580): a device line, then "PID.N" per client.
+            return "[0] 00:00.0, %s\n" % self.uuid + "".join("%d.1\n" % p for p in found)
         if cmd in ("set_default_active_thread_percentage", "set_active_thread_percentage",
                    "set_default_device_pinned_mem_limit", "set_device_pinned_mem_limit",
                    "terminate_client"):

@@ -18,6 +18,8 @@ TEST(MpsPids, TakesOnlyDigitTokens) {
   EXPECT_EQ(parse_mps_pids("1234\n5678\n"), (std::vector<pid_t>{1234, 5678}));
   EXPECT_EQ(parse_mps_pids("GPU-6a1b-22c3-0000 1234, 99:\n  1234\n0\n"), (std::vector<pid_t>{1234, 99}));
   EXPECT_TRUE(parse_mps_pids("Cannot find MPS control daemon process\n").empty());
+  // get_device_client_list on an H200 with driver 580 (tests/gpu/node/run saved it).
+  EXPECT_EQ(parse_mps_pids("[0] 00:00.0, NVIDIA H200\n1517.1\n1518.1\n"), (std::vector<pid_t>{1517, 1518}));
 }
 
 class MpsDaemonTest : public ::testing::Test {
