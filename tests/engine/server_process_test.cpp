@@ -2,7 +2,8 @@
 // of this file sets SERVE_MODEL/SERVE_DEVICE/SERVE_MEMORY_BUDGET): 1, 8, 64 and 256 concurrent
 // streaming clients all complete with exactly the tokens they asked for; greedy output repeats;
 // clients that hang up mid-stream are cancelled; and afterwards /metrics shows every KV block
-// free. SIGTERM ends the server cleanly.
+// free. SIGTERM ends the server cleanly. Then the same driven by `gpufrac bench` (concurrency 1 to
+// 256, and requests that bench abandons at its --request-timeout).
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/json.h"
@@ -199,6 +202,53 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
   EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
   HttpReply metrics = http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics");
   EXPECT_NE(metrics.body.find("finished_reason=\"abort\"} 32"), std::string::npos) << metrics.body;
+  EXPECT_EQ(serve.terminate(), 0) << serve.log();
+}
+
+// Runs `gpufrac bench` against the server; returns its summary.json aggregate (null when it wrote
+// none). Its exit status is not checked: bench fails when no request completed, which the timeout
+// run below wants.
+Json run_bench(int port, const std::string& out, int concurrency, int requests, int osl,
+               const std::string& timeout = "600") {
+  std::string command = std::string(std::getenv("GPUFRAC_BIN")) + " bench --target http://127.0.0.1:" +
+                        std::to_string(port) + " --isl 64 --osl " + std::to_string(osl) +
+                        " --concurrency " + std::to_string(concurrency) + " --requests " +
+                        std::to_string(requests) + " --warmup 0 --request-timeout " + timeout +
+                        " --no-progress --out " + out + " > " + out + ".log 2>&1";
+  std::filesystem::remove_all(out);
+  (void)std::system(command.c_str());
+  std::ifstream summary(out + "/dedicated-m1/c" + std::to_string(concurrency) + "/summary.json");
+  Json parsed = Json::parse(summary, nullptr, false);
+  return parsed.is_discarded() ? Json(nullptr) : parsed["aggregate"];
+}
+
+TEST(SERVE_SUITE, AnswersGpufracBenchAtConcurrency1To256WithoutLeaks) {
+  int port = free_port();
+  ServeProcess serve({"--model", SERVE_MODEL, "--device", SERVE_DEVICE, "--port",
+                      std::to_string(port), "--max-model-len", "4096", "--memory-budget",
+                      SERVE_MEMORY_BUDGET, "--max-num-seqs", "256", "--threads", "2"});
+  ASSERT_TRUE(serve.wait_healthy(port, 300s)) << serve.log();
+  std::string out = "/tmp/gpufrac-serve-bench-" + std::to_string(::getpid());
+  for (auto [concurrency, requests] : {std::pair{1, 4}, {8, 16}, {64, 64}, {256, 256}}) {
+    Json aggregate = run_bench(port, out, concurrency, requests, 16);
+    ASSERT_TRUE(aggregate.is_object()) << "bench failed at concurrency " << concurrency;
+    EXPECT_EQ(aggregate["completed"], requests) << aggregate.dump();
+    EXPECT_EQ(aggregate["failed"], 0) << aggregate.dump();
+    EXPECT_EQ(aggregate["output_token_mismatches"], 0) << aggregate.dump();
+    EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0)) << concurrency;
+  }
+  // Requests of 4000 tokens that bench gives up on after 2 s: it disconnects, the server cancels.
+  double aborted_before = scrape(port, "gpufrac:request_success_total{model_name=\"" SERVE_MODEL
+                                       "\",finished_reason=\"abort\"}");
+  Json timed_out = run_bench(port, out, 32, 32, 4000, "2");
+  ASSERT_TRUE(timed_out.is_object());
+  EXPECT_EQ(timed_out["failed"], 32) << timed_out.dump();
+  EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0));
+  EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
+  EXPECT_EQ(scrape(port, "gpufrac:request_success_total{model_name=\"" SERVE_MODEL
+                         "\",finished_reason=\"abort\"}"),
+            aborted_before + 32);
+  std::filesystem::remove_all(out);
   EXPECT_EQ(serve.terminate(), 0) << serve.log();
 }
 
