@@ -13,7 +13,8 @@
 namespace gpufrac {
 namespace {
 
-constexpr const char* kExamples = R"(  One model, the reference study's sweep (c = 1..32, ISL 2048, OSL 256, token-id prompts):
+constexpr const char* kExamples =
+    R"(  One model, the reference study's sweep (c = 1..32, ISL 2048, OSL 256, token-id prompts):
     gpufrac bench --target http://127.0.0.1:8001=qwen3-4b --out results
 
   Two models on one GPU, driven at once, labelled for `gpufrac report`:
@@ -32,7 +33,8 @@ constexpr const char* kExamples = R"(  One model, the reference study's sweep (c
   A quick check against a local server, 8 requests at c=2 after 2 warmup requests:
     gpufrac bench --target http://127.0.0.1:8001 --concurrency 2 --requests 8 --warmup 2 --osl 32)";
 
-constexpr const char* kMetrics = R"(  As AIPerf (and shared/reference/bench-definitions.md) define them, from raw timestamps kept
+constexpr const char* kMetrics =
+    R"(  As AIPerf (and shared/reference/bench-definitions.md) define them, from raw timestamps kept
   per request (records.jsonl); every read is stamped with CLOCK_MONOTONIC before parsing and an
   SSE message gets the time its first byte arrived.
     TTFT            first content event - request sent
@@ -87,13 +89,15 @@ BenchTarget parse_target(const std::string& text, Endpoint endpoint) {
     url = text.substr(0, eq);
     target.model = text.substr(eq + 1);
     if (target.model.empty()) {
-      throw UsageError("--target " + text + ": the model after '=' is empty (URL=MODEL, or omit '=')");
+      throw UsageError("--target " + text +
+                       ": the model after '=' is empty (URL=MODEL, or omit '=')");
     }
   }
   target.endpoint = parse_http_url(url, "--target");
   std::string& path = target.endpoint.path;
   while (!path.empty() && path.back() == '/') path.pop_back();
-  if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0) path.resize(path.size() - 3);
+  if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0)
+    path.resize(path.size() - 3);
   target.url = "http://" + target.endpoint.host + ":" + std::to_string(target.endpoint.port) + path;
   path += endpoint_path(endpoint);
   return target;
@@ -105,8 +109,8 @@ void resolve_model(BenchTarget& target) {
   HttpReply reply = http_get(url, 10);
   if (!reply.ok()) {
     throw RuntimeFailure("--target " + target.url + " has no model name and GET " + url +
-                         " failed (" + (reply.status ? "HTTP " + std::to_string(reply.status)
-                                                     : reply.error) +
+                         " failed (" +
+                         (reply.status ? "HTTP " + std::to_string(reply.status) : reply.error) +
                          "): give it as --target " + target.url + "=MODEL");
   }
   Json list = Json::parse(reply.body, nullptr, false);
@@ -127,11 +131,11 @@ void resolve_model(BenchTarget& target) {
 
 int bench_command(int argc, char** argv) {
   CliArgs args("gpufrac bench --target URL[=MODEL] [--target ...] [OPTIONS]",
-               "Load generator for OpenAI-compatible endpoints: streams requests of a fixed input "
-               "and output\nlength to one or more models at once (closed-loop concurrency sweeps "
-               "or open-loop\nrates), measures TTFT, ITL, throughput and effective concurrency "
-               "the way AIPerf does,\nand writes one result directory per run point for "
-               "`gpufrac report`.");
+               "Load generator for OpenAI-compatible endpoints. Streams requests of a fixed input "
+               "and output length\nto one or more models at once (closed-loop concurrency sweeps "
+               "or open-loop rates), measures\nTTFT, ITL, throughput and effective concurrency the "
+               "way AIPerf does, and writes one result\ndirectory per run point for `gpufrac "
+               "report`. A summary table goes to stdout at the end.");
   args.option("target", "URL[=MODEL]",
               "An endpoint to drive, e.g. http://127.0.0.1:8001=m0 (a trailing /v1 is fine). "
               "Without =MODEL the model is the only one GET URL/v1/models lists. Every target "
@@ -146,8 +150,12 @@ int bench_command(int argc, char** argv) {
       .option("isl", "TOKENS", "Input length per request (mean when --isl-stddev > 0).", "2048")
       .option("osl", "TOKENS",
               "Output length per request: max_tokens = min_tokens = OSL with ignore_eos.", "256")
-      .option("isl-stddev", "TOKENS", "Standard deviation of the input length (normal, >= 1).", "0")
-      .option("osl-stddev", "TOKENS", "Standard deviation of the output length (normal, >= 1).", "0")
+      .option("isl-stddev", "TOKENS",
+              "Standard deviation of the input length: each request draws its own from a normal "
+              "distribution, rounded, at least 1.",
+              "0")
+      .option("osl-stddev", "TOKENS",
+              "Standard deviation of the output length, drawn the same way per request.", "0")
       .option("vocab-size", "N",
               "Prompt token ids are drawn from [0, N): use the model's count of ordinary "
               "(non-special) tokens. The default is Qwen3's.",
@@ -262,8 +270,8 @@ int bench_command(int argc, char** argv) {
           break;
         }
       }
-      throw RuntimeFailure("no request completed in " + p.directory + " (first error: " +
-                           first_error + ")");
+      throw RuntimeFailure("no request completed in " + p.directory +
+                           " (first error: " + first_error + ")");
     }
   }
   return 0;

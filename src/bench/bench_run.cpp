@@ -140,10 +140,11 @@ std::vector<PointResult> run_bench(const BenchConfig& config, std::ostream& tabl
     result.aggregate = aggregate_metrics(result.target_metrics, result.run.records);
     int64_t streamed_tokens = 0;  // warmup included: the client did that work too
     for (const RequestRecord& r : result.run.records) streamed_tokens += r.output_tokens;
-    result.client = {{"cpu_s", cpu_s},
-                     {"streamed_tokens", streamed_tokens},
-                     {"cpu_us_per_token",
-                      streamed_tokens ? Json(cpu_s * 1e6 / double(streamed_tokens)) : Json(nullptr)}};
+    result.client = {
+        {"cpu_s", cpu_s},
+        {"streamed_tokens", streamed_tokens},
+        {"cpu_us_per_token",
+         streamed_tokens ? Json(cpu_s * 1e6 / double(streamed_tokens)) : Json(nullptr)}};
     write_point_files(dir, result);
     if (result.aggregate.failed > 0) {
       log_warn(label, ": ", result.aggregate.failed, " of ",
@@ -162,9 +163,9 @@ std::vector<PointResult> run_bench(const BenchConfig& config, std::ostream& tabl
 }
 
 std::string summary_table(const std::vector<PointResult>& points) {
-  std::vector<std::string> header = {"point", "target", "model",   "ok",      "failed",
-                                     "tok/s", "req/s",  "TTFT p50", "ITL p50", "gap p50",
-                                     "eff. conc", "len mismatch"};
+  std::vector<std::string> header = {"point",   "target",  "model",     "ok",
+                                     "failed",  "tok/s",   "req/s",     "TTFT p50",
+                                     "ITL p50", "gap p50", "eff. conc", "len mismatch"};
   std::vector<std::vector<std::string>> rows;
   auto ms = [](const Stats& s) { return s.count ? fixed(s.p50(), 2) : std::string("-"); };
   for (const PointResult& p : points) {
@@ -181,13 +182,12 @@ std::string summary_table(const std::vector<PointResult>& points) {
     }
     if (p.targets.size() > 1) {
       const AggregateMetrics& a = p.aggregate;
-      rows.push_back({label, "all", "(p50: mean of targets)", std::to_string(a.completed),
-                      std::to_string(a.failed), fixed(a.output_token_throughput, 1),
-                      fixed(a.request_throughput, 2),
-                      a.ttft_ms.count ? fixed(a.ttft_ms_p50, 2) : "-",
-                      a.itl_ms.count ? fixed(a.itl_ms_p50, 2) : "-", ms(a.inter_chunk_gap_ms),
-                      fixed(a.effective_concurrency, 2),
-                      std::to_string(a.output_token_mismatches)});
+      rows.push_back(
+          {label, "all", "(p50: mean of targets)", std::to_string(a.completed),
+           std::to_string(a.failed), fixed(a.output_token_throughput, 1),
+           fixed(a.request_throughput, 2), a.ttft_ms.count ? fixed(a.ttft_ms_p50, 2) : "-",
+           a.itl_ms.count ? fixed(a.itl_ms_p50, 2) : "-", ms(a.inter_chunk_gap_ms),
+           fixed(a.effective_concurrency, 2), std::to_string(a.output_token_mismatches)});
     }
   }
   std::vector<size_t> width(header.size());
@@ -205,8 +205,9 @@ std::string summary_table(const std::vector<PointResult>& points) {
   };
   emit(header);
   for (const auto& row : rows) emit(row);
-  out += "(times in ms; TTFT/ITL p50 per request as bench-definitions.md defines them; gap = "
-         "inter-chunk gap)\n";
+  out +=
+      "(times in ms; TTFT/ITL p50 per request as bench-definitions.md defines them; gap = "
+      "inter-chunk gap)\n";
   return out;
 }
 

@@ -12,13 +12,6 @@
 namespace gpufrac {
 namespace {
 
-uint64_t mix_keys(uint64_t a, uint64_t b) {
-  uint64_t x = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // One target's stream set within a phase.
 struct TargetLoad {
   int index = 0;
@@ -33,15 +26,21 @@ struct TargetLoad {
   std::deque<int64_t> waiting;  // scheduled times of arrivals held back by the cap
 
   TargetLoad(int i, const BenchTarget& t, const WorkloadSpec& w, uint64_t point_key)
-      : index(i), target(&t), generator(w, t.model, mix_keys(point_key, uint64_t(i))),
-        arrival_rng(mix_keys(mix_keys(w.seed, point_key), 1000 + uint64_t(i))) {}
+      : index(i),
+        target(&t),
+        generator(w, t.model, mix_seed(point_key, uint64_t(i))),
+        arrival_rng(mix_seed(mix_seed(w.seed, point_key), 1000 + uint64_t(i))) {}
 };
 
 class PhaseRunner {
  public:
   PhaseRunner(StreamClient& client, std::vector<TargetLoad>& loads, const LoadPoint& point,
               bool warmup, std::vector<RequestRecord>& records)
-      : client_(client), loads_(loads), point_(point), warmup_(warmup), records_(records),
+      : client_(client),
+        loads_(loads),
+        point_(point),
+        warmup_(warmup),
+        records_(records),
         per_target_(warmup ? point.warmup : point.requests) {}
 
   void run(const std::function<void(const PointProgress&)>& on_progress, double interval_s) {
@@ -185,9 +184,10 @@ PointRun run_load_point(const std::vector<BenchTarget>& targets, const WorkloadS
   }
   PhaseRunner(client, loads, point, false, run.records).run(on_progress, progress_interval_s);
   run.end_time = utc_now_iso();
-  std::sort(run.records.begin(), run.records.end(), [](const RequestRecord& a, const RequestRecord& b) {
-    return a.target != b.target ? a.target < b.target : a.request_id < b.request_id;
-  });
+  std::sort(run.records.begin(), run.records.end(),
+            [](const RequestRecord& a, const RequestRecord& b) {
+              return a.target != b.target ? a.target < b.target : a.request_id < b.request_id;
+            });
   return run;
 }
 

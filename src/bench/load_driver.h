@@ -39,8 +39,8 @@ struct LoadPoint {
 struct PointProgress {
   bool warmup = false;
   int64_t finished = 0, total = 0, in_flight = 0, failed = 0;  // this phase, all targets
-  int64_t output_tokens = 0;  // finished in this phase
-  double elapsed_s = 0;       // since the phase started
+  int64_t output_tokens = 0;                                   // finished in this phase
+  double elapsed_s = 0;                                        // since the phase started
 };
 
 struct PointRun {

@@ -4,11 +4,16 @@ namespace gpufrac {
 
 const char* status_name(RequestStatus status) {
   switch (status) {
-    case RequestStatus::kOk: return "ok";
-    case RequestStatus::kHttpError: return "http_error";
-    case RequestStatus::kStreamError: return "stream_error";
-    case RequestStatus::kTimeout: return "timeout";
-    case RequestStatus::kConnectionError: return "connection_error";
+    case RequestStatus::kOk:
+      return "ok";
+    case RequestStatus::kHttpError:
+      return "http_error";
+    case RequestStatus::kStreamError:
+      return "stream_error";
+    case RequestStatus::kTimeout:
+      return "timeout";
+    case RequestStatus::kConnectionError:
+      return "connection_error";
   }
   return "?";
 }

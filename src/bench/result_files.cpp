@@ -51,7 +51,9 @@ Json aiperf_stats(const Stats& s, const char* unit) {
   return j;
 }
 
-Json aiperf_scalar(double value, const char* unit) { return {{"unit", unit}, {"avg", value}}; }
+Json aiperf_scalar(double value, const char* unit) {
+  return {{"unit", unit}, {"avg", value}};
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -87,8 +89,8 @@ Json summary_json(const PointResult& p) {
 }
 
 std::string summary_csv(const PointResult& p) {
-  const char* const config_columns[] = {"arm", "models_per_gpu", "gpus", "load", "concurrency",
-                                        "request_rate"};
+  const char* const config_columns[] = {"arm",  "models_per_gpu", "gpus",
+                                        "load", "concurrency",    "request_rate"};
   const char* const distributions[] = {"ttft_ms", "itl_ms", "request_latency_ms",
                                        "inter_chunk_gap_ms"};
   std::ostringstream out;
@@ -104,9 +106,9 @@ std::string summary_csv(const PointResult& p) {
                  const Json& m, const Json& stats_source, const Json& p50_override) {
     for (const char* c : config_columns) out << csv_field(p.config.value(c, Json())) << ",";
     out << csv_field(target) << "," << csv_field(model) << "," << csv_field(url);
-    for (const char* k : {"completed", "failed", "duration_s", "output_token_throughput",
-                          "request_throughput", "effective_concurrency",
-                          "output_token_mismatches"}) {
+    for (const char* k :
+         {"completed", "failed", "duration_s", "output_token_throughput", "request_throughput",
+          "effective_concurrency", "output_token_mismatches"}) {
       out << "," << csv_field(m[k]);
     }
     for (const char* d : distributions) {
@@ -176,12 +178,15 @@ Json aiperf_profile_json(const PointResult& p) {
   const Json& c = p.config;
   j["input_config"] = {
       {"endpoint",
-       {{"model_names", models}, {"type", c.value("endpoint", "")}, {"streaming", true},
+       {{"model_names", models},
+        {"type", c.value("endpoint", "")},
+        {"streaming", true},
         {"urls", urls}}},
       {"input",
        {{"random_seed", c.value("seed", Json())},
         {"prompt",
-         {{"input_tokens", {{"mean", c.value("isl", Json())}, {"stddev", c.value("isl_stddev", Json())}}},
+         {{"input_tokens",
+           {{"mean", c.value("isl", Json())}, {"stddev", c.value("isl_stddev", Json())}}},
           {"output_tokens",
            {{"mean", c.value("osl", Json())}, {"stddev", c.value("osl_stddev", Json())}}}}}}},
       {"loadgen",
@@ -209,7 +214,8 @@ void write_point_files(const std::string& dir, const PointResult& point) {
 Json describe_machine() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  Json machine = {{"hostname", host}, {"date", utc_now_iso()}, {"gpu", nullptr}, {"driver", nullptr}};
+  Json machine = {
+      {"hostname", host}, {"date", utc_now_iso()}, {"gpu", nullptr}, {"driver", nullptr}};
   std::smatch match;
   std::string version = read_file("/proc/driver/nvidia/version");
   static const std::regex kDriver(R"(Kernel Module\s+(?:for\s+\S+\s+)?([0-9][0-9.]+))");

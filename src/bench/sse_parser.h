@@ -33,10 +33,10 @@ class SseParser {
  private:
   void end_line(std::vector<SseMessage>& out);
 
-  std::string line_;            // the current, unfinished line
-  int64_t line_start_ns_ = 0;   // arrival of the current line's first byte
-  bool after_cr_ = false;       // the previous byte was a CR: an LF now belongs to that line end
-  bool in_message_ = false;     // a field line of the current message has been seen
+  std::string line_;           // the current, unfinished line
+  int64_t line_start_ns_ = 0;  // arrival of the current line's first byte
+  bool after_cr_ = false;      // the previous byte was a CR: an LF now belongs to that line end
+  bool in_message_ = false;    // a field line of the current message has been seen
   bool has_data_ = false;
   SseMessage message_;
 };

@@ -27,7 +27,9 @@ constexpr size_t kReadSize = 64 * 1024;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 constexpr int kMaxEvents = 1024;
 
-std::string describe_errno(int error) { return std::strerror(error); }
+std::string describe_errno(int error) {
+  return std::strerror(error);
+}
 
 // The message of an OpenAI-style error body, else the body itself (shortened).
 std::string error_from_body(int status, const std::string& body) {
@@ -64,11 +66,11 @@ struct StreamClient::Exchange {
   RequestRecord record;
   int64_t deadline_ns = 0;
   bool retried = false;
-  bool got_bytes = false;     // any reply byte arrived
+  bool got_bytes = false;  // any reply byte arrived
   bool head_checked = false;
   bool event_stream = false;  // 200 with text/event-stream
   bool done_seen = false;
-  std::string error_body;     // non-200 replies, or a 200 that is not a stream
+  std::string error_body;  // non-200 replies, or a 200 that is not a stream
   std::optional<int64_t> usage_prompt, usage_completion;
 };
 
@@ -170,8 +172,8 @@ void StreamClient::start(StreamRequest request) {
   // X-Request-Id (as AIPerf sends it) lets a server's logs be matched with records.jsonl.
   exchange->wire = e.head_prefix + "X-Request-Id: " + std::to_string(request.target) + "-" +
                    std::to_string(request.request_id) +
-                   "\r\nContent-Length: " + std::to_string(request.body.size()) +
-                   "\r\n\r\n" + request.body;
+                   "\r\nContent-Length: " + std::to_string(request.body.size()) + "\r\n\r\n" +
+                   request.body;
   request.body.clear();
   RequestRecord& r = exchange->record;
   r.target = request.target;
@@ -343,8 +345,8 @@ void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
     x.head_checked = true;
     const HttpHead& head = c.parser.head();
     x.record.http_status = head.status;
-    x.event_stream = head.status == 200 &&
-                     head.header("content-type").substr(0, 17) == "text/event-stream";
+    x.event_stream =
+        head.status == 200 && head.header("content-type").substr(0, 17) == "text/event-stream";
   }
   if (!c.body.empty()) {
     if (x.event_stream) {
@@ -353,7 +355,8 @@ void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
       for (const SseMessage& m : c.messages) {
         StreamEvent e = interpret_stream_message(m);
         if (e.error) {
-          finish(std::move(c.exchange), RequestStatus::kStreamError, "error event: " + *e.error, ns, out);
+          finish(std::move(c.exchange), RequestStatus::kStreamError, "error event: " + *e.error, ns,
+                 out);
           close_connection(c);
           return;
         }
@@ -377,7 +380,8 @@ void StreamClient::on_message_complete(Connection& c, int64_t ns, bool reusable,
   Exchange& x = *c.exchange;
   const HttpHead& head = c.parser.head();
   if (head.status != 200) {
-    finish(std::move(c.exchange), RequestStatus::kHttpError, error_from_body(head.status, x.error_body), ns, out);
+    finish(std::move(c.exchange), RequestStatus::kHttpError,
+           error_from_body(head.status, x.error_body), ns, out);
   } else if (!x.event_stream) {
     finish(std::move(c.exchange), RequestStatus::kStreamError,
            "expected a text/event-stream reply, got '" + std::string(head.header("content-type")) +
@@ -389,7 +393,8 @@ void StreamClient::on_message_complete(Connection& c, int64_t ns, bool reusable,
                " content events",
            ns, out);
   } else if (x.record.event_ns.empty()) {
-    finish(std::move(c.exchange), RequestStatus::kStreamError, "stream had no content events", ns, out);
+    finish(std::move(c.exchange), RequestStatus::kStreamError, "stream had no content events", ns,
+           out);
   } else {
     finish(std::move(c.exchange), RequestStatus::kOk, "", ns, out);
   }
@@ -400,7 +405,8 @@ void StreamClient::on_message_complete(Connection& c, int64_t ns, bool reusable,
   }
 }
 
-void StreamClient::on_closed(Connection& c, int error, int64_t ns, std::vector<RequestRecord>& out) {
+void StreamClient::on_closed(Connection& c, int error, int64_t ns,
+                             std::vector<RequestRecord>& out) {
   if (!c.exchange) {  // an idle connection the server closed
     close_connection(c);
     return;
@@ -422,7 +428,8 @@ void StreamClient::on_closed(Connection& c, int error, int64_t ns, std::vector<R
       attach(*fresh, std::move(again));
       return;
     }
-    finish(std::move(again), RequestStatus::kConnectionError, connect_error(target, errno), ns, out);
+    finish(std::move(again), RequestStatus::kConnectionError, connect_error(target, errno), ns,
+           out);
     return;
   }
   std::string what = error ? describe_errno(error) : "connection closed by the server";
@@ -468,10 +475,10 @@ void StreamClient::expire_timeouts(int64_t now, std::vector<RequestRecord>& out)
   }
   for (Connection* c : expired) {
     const RequestRecord& r = c->exchange->record;
-    std::string stage = !r.sent_ns                  ? "while connecting or sending"
-                        : !c->exchange->head_checked ? "before any reply"
-                                                     : "after " + std::to_string(r.event_ns.size()) +
-                                                           " content events";
+    std::string stage = !r.sent_ns ? "while connecting or sending"
+                        : !c->exchange->head_checked
+                            ? "before any reply"
+                            : "after " + std::to_string(r.event_ns.size()) + " content events";
     finish(std::move(c->exchange), RequestStatus::kTimeout,
            "no complete response within " + std::to_string(timeout_ns_ / 1'000'000) + " ms (" +
                stage + ")",

@@ -77,7 +77,8 @@ class StreamClient {
   void on_writable(Connection& c);
   void on_bytes(Connection& c, std::string_view bytes, int64_t ns, std::vector<RequestRecord>& out);
   void on_closed(Connection& c, int error, int64_t ns, std::vector<RequestRecord>& out);
-  void on_message_complete(Connection& c, int64_t ns, bool reusable, std::vector<RequestRecord>& out);
+  void on_message_complete(Connection& c, int64_t ns, bool reusable,
+                           std::vector<RequestRecord>& out);
   // Ends the exchange: its record goes to `out`. The connection (if any) is left to the caller.
   void finish(std::unique_ptr<Exchange> exchange, RequestStatus status, std::string error,
               int64_t end_ns, std::vector<RequestRecord>& out);

@@ -37,7 +37,7 @@ StreamEvent interpret_stream_message(const SseMessage& message) {
   }
   Json chunk = Json::parse(message.data, nullptr, /*allow_exceptions=*/false);
   if (message.event == "error") {
-    event.error = chunk.is_discarded() ? message.data
+    event.error = chunk.is_discarded()      ? message.data
                   : chunk.contains("error") ? error_text(chunk["error"])
                                             : error_text(chunk);
     return event;

@@ -22,26 +22,26 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t mix(uint64_t a, uint64_t b) { return splitmix64(a ^ splitmix64(b)); }
-
 // About one token each in every BPE vocabulary bench is likely to meet (a leading space + word).
 constexpr const char* kWords[] = {
-    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
-    "school", "state", "family", "student", "group", "country", "problem", "hand", "part",
-    "place", "case", "week", "company", "system", "program", "question", "work", "government",
-    "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story",
-    "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue",
-    "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game",
-    "line", "end", "member", "law", "car", "city", "community", "name", "president", "team",
-    "minute", "idea", "kid", "body", "information", "back", "parent", "face", "others", "level",
-    "office", "door", "health", "person", "art", "war", "history", "party", "result", "change",
-    "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force",
-    "education"};
+    "time",     "year",    "people",      "way",      "day",        "man",    "thing",   "woman",
+    "life",     "child",   "world",       "school",   "state",      "family", "student", "group",
+    "country",  "problem", "hand",        "part",     "place",      "case",   "week",    "company",
+    "system",   "program", "question",    "work",     "government", "number", "night",   "point",
+    "home",     "water",   "room",        "mother",   "area",       "money",  "story",   "fact",
+    "month",    "lot",     "right",       "study",    "book",       "eye",    "job",     "word",
+    "business", "issue",   "side",        "kind",     "head",       "house",  "service", "friend",
+    "father",   "power",   "hour",        "game",     "line",       "end",    "member",  "law",
+    "car",      "city",    "community",   "name",     "president",  "team",   "minute",  "idea",
+    "kid",      "body",    "information", "back",     "parent",     "face",   "others",  "level",
+    "office",   "door",    "health",      "person",   "art",        "war",    "history", "party",
+    "result",   "change",  "morning",     "reason",   "research",   "girl",   "guy",     "moment",
+    "air",      "teacher", "force",       "education"};
 constexpr size_t kWordCount = sizeof(kWords) / sizeof(kWords[0]);
 
 uint64_t hash_head(const std::vector<uint32_t>& ids) {
   uint64_t h = 0x1234567;
-  for (size_t i = 0; i < ids.size() && i < kDistinctHead; ++i) h = mix(h, ids[i]);
+  for (size_t i = 0; i < ids.size() && i < kDistinctHead; ++i) h = mix_seed(h, ids[i]);
   return h;
 }
 
@@ -55,6 +55,10 @@ std::string common_fields(const std::string& model_json, int osl) {
 
 }  // namespace
 
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  return splitmix64(a ^ splitmix64(b));
+}
+
 const char* endpoint_name(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "chat" : "completions";
 }
@@ -64,7 +68,7 @@ const char* endpoint_path(Endpoint endpoint) {
 }
 
 WorkloadGenerator::WorkloadGenerator(WorkloadSpec spec, std::string model, uint64_t stream_key)
-    : spec_(spec), model_json_(Json(model).dump()), stream_seed_(mix(spec.seed, stream_key)) {}
+    : spec_(spec), model_json_(Json(model).dump()), stream_seed_(mix_seed(spec.seed, stream_key)) {}
 
 int WorkloadGenerator::draw_length(uint64_t rng_seed, int mean, double stddev) const {
   if (stddev <= 0) return mean;
@@ -74,16 +78,16 @@ int WorkloadGenerator::draw_length(uint64_t rng_seed, int mean, double stddev) c
 }
 
 PreparedRequest WorkloadGenerator::make(int64_t index) {
-  uint64_t request_seed = mix(stream_seed_, uint64_t(index));
+  uint64_t request_seed = mix_seed(stream_seed_, uint64_t(index));
   PreparedRequest request;
-  request.input_tokens = draw_length(mix(request_seed, 1), spec_.isl, spec_.isl_stddev);
-  request.output_tokens = draw_length(mix(request_seed, 2), spec_.osl, spec_.osl_stddev);
+  request.input_tokens = draw_length(mix_seed(request_seed, 1), spec_.isl, spec_.isl_stddev);
+  request.output_tokens = draw_length(mix_seed(request_seed, 2), spec_.osl, spec_.osl_stddev);
 
-  const uint32_t range = spec_.endpoint == Endpoint::kChat ? uint32_t(kWordCount)
-                                                           : uint32_t(spec_.vocab_size);
+  const uint32_t range =
+      spec_.endpoint == Endpoint::kChat ? uint32_t(kWordCount) : uint32_t(spec_.vocab_size);
   std::vector<uint32_t> ids(size_t(request.input_tokens));
   for (int attempt = 0;; ++attempt) {
-    std::mt19937_64 rng(mix(request_seed, 3 + uint64_t(attempt)));
+    std::mt19937_64 rng(mix_seed(request_seed, 3 + uint64_t(attempt)));
     std::uniform_int_distribution<uint32_t> pick(0, range - 1);
     for (uint32_t& id : ids) id = pick(rng);
     // Redraw on a repeated head; give up after a few tries when the space is too small to avoid

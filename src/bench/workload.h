@@ -19,9 +19,12 @@
 
 namespace gpufrac {
 
+// A well-mixed 64-bit key from two (splitmix64): seeds of independent random streams.
+uint64_t mix_seed(uint64_t a, uint64_t b);
+
 enum class Endpoint { kCompletions, kChat };
-const char* endpoint_name(Endpoint endpoint);           // "completions" | "chat"
-const char* endpoint_path(Endpoint endpoint);           // "/v1/completions" | "/v1/chat/completions"
+const char* endpoint_name(Endpoint endpoint);  // "completions" | "chat"
+const char* endpoint_path(Endpoint endpoint);  // "/v1/completions" | "/v1/chat/completions"
 
 struct WorkloadSpec {
   Endpoint endpoint = Endpoint::kCompletions;
@@ -34,9 +37,9 @@ struct WorkloadSpec {
 };
 
 struct PreparedRequest {
-  std::string body;           // JSON
-  int input_tokens = 0;       // exact for completions; the word count for chat
-  int output_tokens = 0;      // the OSL asked for (max_tokens = min_tokens)
+  std::string body;       // JSON
+  int input_tokens = 0;   // exact for completions; the word count for chat
+  int output_tokens = 0;  // the OSL asked for (max_tokens = min_tokens)
 };
 
 class WorkloadGenerator {

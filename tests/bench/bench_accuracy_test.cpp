@@ -1,9 +1,10 @@
 // bench against the scripted SSE server: measured TTFT and ITL p50 match the scripted values
 // (within 1 ms at concurrency 1..256, within 2% at 1,024 streams), and several tokens per chunk
 // do not inflate ITL. The server is the scripted_sse_server executable, a process of its own.
-// Runs serially (RUN_SERIAL): other tests on the same 2 cores would be measured too. Where allowed (root, or CAP_SYS_NICE) the process runs SCHED_FIFO, so that
-// unrelated jobs on a shared machine delay neither the server's script nor the client; the
-// threads only block in epoll and condition variables, so they never hold a core for long.
+// Runs serially (RUN_SERIAL): other tests on the same 2 cores would be measured too. Where allowed
+// (root, or CAP_SYS_NICE) the process runs SCHED_FIFO, so that unrelated jobs on a shared machine
+// delay neither the server's script nor the client; the threads only block in epoll and condition
+// variables, so they never hold a core for long.
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -28,7 +29,8 @@ class RealtimeIfAllowed : public ::testing::Environment {
                 realtime ? "SCHED_FIFO" : "normal priority (SCHED_FIFO not permitted)");
   }
 };
-[[maybe_unused]] const auto* const kRealtime = ::testing::AddGlobalTestEnvironment(new RealtimeIfAllowed);
+[[maybe_unused]] const auto* const kRealtime =
+    ::testing::AddGlobalTestEnvironment(new RealtimeIfAllowed);
 
 ScriptedSseServerProcess start_server(std::vector<std::string> arguments) {
   return ScriptedSseServerProcess(SCRIPTED_SSE_SERVER_BIN, std::move(arguments));
@@ -97,7 +99,7 @@ TEST(Accuracy1024, ThousandStreamsWithinTwoPercent) {
   EXPECT_EQ(m.metrics.failed, 0);
   EXPECT_EQ(m.metrics.completed, 3 * 1024);
   EXPECT_NEAR(m.metrics.ttft_ms.p50(), 100, 2.0);  // 2%
-  EXPECT_NEAR(m.metrics.itl_ms.p50(), 25, 0.5);     // 2%
+  EXPECT_NEAR(m.metrics.itl_ms.p50(), 25, 0.5);    // 2%
   EXPECT_GT(m.metrics.effective_concurrency, 900);
 }
 

@@ -62,7 +62,8 @@ TEST_F(BenchCommand, TwoTargetsSweepWritesEveryFile) {
   // The second target's model comes from its /v1/models.
   Result r = run_gpufrac("bench --target " + first.url() + "=m0 --target " + second.url() +
                          "/v1 --concurrency 1,3 --requests 5 --warmup 2 --isl 20 --osl 6 "
-                         "--arm fractions --models-per-gpu 2 --gpus 1 --out " + out_);
+                         "--arm fractions --models-per-gpu 2 --gpus 1 --out " +
+                         out_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("TTFT p50"), std::string::npos) << r.output;
   for (const char* point : {"c1", "c3"}) {
@@ -96,8 +97,10 @@ TEST_F(BenchCommand, NoCompletedRequestIsAnErrorAfterWritingFiles) {
   options.failures = {parse_failure_rule("http_error,status=503")};
   ScriptedSseServer server(options);
   server.start();
-  Result r = run_gpufrac("bench --target " + server.url() + "=scripted --concurrency 2 "
-                         "--requests 4 --warmup 0 --out " + out_);
+  Result r = run_gpufrac("bench --target " + server.url() +
+                         "=scripted --concurrency 2 "
+                         "--requests 4 --warmup 0 --out " +
+                         out_);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no request completed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("HTTP 503: scripted failure"), std::string::npos) << r.output;
@@ -111,8 +114,10 @@ TEST_F(BenchCommand, OpenLoopDirectoryAndConfig) {
   options.itl_ms = 1;
   ScriptedSseServer server(options);
   server.start();
-  Result r = run_gpufrac("bench --target " + server.url() + "=scripted --request-rate 50 "
-                         "--concurrency 4 --requests 10 --osl 3 --isl 8 --out " + out_);
+  Result r = run_gpufrac("bench --target " + server.url() +
+                         "=scripted --request-rate 50 "
+                         "--concurrency 4 --requests 10 --osl 3 --isl 8 --out " +
+                         out_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   Json summary = read_json(out_ + "/dedicated-m1/r50/summary.json");
   EXPECT_EQ(summary["config"]["load"], "open");
@@ -125,11 +130,27 @@ TEST_F(BenchCommand, OpenLoopDirectoryAndConfig) {
 TEST(BenchHelp, ExplainsEveryOptionWithExamples) {
   Result r = run_gpufrac("bench --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option : {"--target", "--endpoint", "--isl", "--osl", "--isl-stddev",
-                             "--osl-stddev", "--vocab-size", "--seed", "--concurrency",
-                             "--requests", "--warmup", "--request-rate", "--burstiness",
-                             "--request-timeout", "--out", "--arm", "--models-per-gpu", "--gpus",
-                             "--no-progress", "Examples:", "gpufrac bench --target"}) {
+  for (const char* option : {"--target",
+                             "--endpoint",
+                             "--isl",
+                             "--osl",
+                             "--isl-stddev",
+                             "--osl-stddev",
+                             "--vocab-size",
+                             "--seed",
+                             "--concurrency",
+                             "--requests",
+                             "--warmup",
+                             "--request-rate",
+                             "--burstiness",
+                             "--request-timeout",
+                             "--out",
+                             "--arm",
+                             "--models-per-gpu",
+                             "--gpus",
+                             "--no-progress",
+                             "Examples:",
+                             "gpufrac bench --target"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
   }
 }

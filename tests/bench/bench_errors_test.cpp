@@ -45,10 +45,10 @@ TEST(BenchErrors, EveryFailureKindIsCountedNoneLost) {
   ScriptedSseOptions options;
   options.ttft_ms = 5;
   options.itl_ms = 2;
-  for (const char* rule : {"http_error,every=10,offset=0,status=503",
-                           "error_event,every=10,offset=1,after=3", "drop,every=10,offset=2,after=2",
-                           "short,every=10,offset=3,after=5", "no_done,every=10,offset=4",
-                           "stall,every=10,offset=5,after=1"}) {
+  for (const char* rule :
+       {"http_error,every=10,offset=0,status=503", "error_event,every=10,offset=1,after=3",
+        "drop,every=10,offset=2,after=2", "short,every=10,offset=3,after=5",
+        "no_done,every=10,offset=4", "stall,every=10,offset=5,after=1"}) {
     options.failures.push_back(parse_failure_rule(rule));
   }
   ScriptedSseServer server(options);
@@ -63,7 +63,7 @@ TEST(BenchErrors, EveryFailureKindIsCountedNoneLost) {
   EXPECT_EQ(counts["connection_error"], 2);
   EXPECT_EQ(counts["timeout"], 2);
   EXPECT_EQ(counts["ok"], 10);  // 8 plain + the 2 short ones
-  EXPECT_LT(elapsed_s, 5.0);  // stalls end at the 1 s timeout, not later
+  EXPECT_LT(elapsed_s, 5.0);    // stalls end at the 1 s timeout, not later
 
   TargetMetrics m = compute_target_metrics(run.records);
   EXPECT_EQ(m.completed, 10);

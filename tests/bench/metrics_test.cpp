@@ -28,8 +28,8 @@ RequestRecord ok_record(int64_t sent_ms, std::vector<int64_t> events_ms, int64_t
 
 TEST(Metrics, DefinitionsOnTwoRequests) {
   std::vector<RequestRecord> records = {
-      ok_record(0, {50, 60, 70, 80, 90}, 5),   // TTFT 50, latency 90, ITL 40/4 = 10
-      ok_record(10, {40, 60, 80}, 3),          // TTFT 30, latency 70, ITL 40/2 = 20
+      ok_record(0, {50, 60, 70, 80, 90}, 5),  // TTFT 50, latency 90, ITL 40/4 = 10
+      ok_record(10, {40, 60, 80}, 3),         // TTFT 30, latency 70, ITL 40/2 = 20
   };
   TargetMetrics m = compute_target_metrics(records);
   EXPECT_EQ(m.completed, 2);
@@ -79,8 +79,8 @@ TEST(Metrics, WarmupIsExcludedAndFailuresAreCounted) {
   http.status = RequestStatus::kHttpError;
   http.sent_ns = kEpoch + 110 * kMs;
   http.end_ns = kEpoch + 111 * kMs;
-  TargetMetrics m = compute_target_metrics(
-      {warm, ok_record(100, {150, 160}, 2), timed_out, refused, http});
+  TargetMetrics m =
+      compute_target_metrics({warm, ok_record(100, {150, 160}, 2), timed_out, refused, http});
   EXPECT_EQ(m.completed, 1);
   EXPECT_EQ(m.failed, 3);
   EXPECT_EQ(m.errors.at("timeout"), 1);
@@ -95,8 +95,8 @@ TEST(Metrics, WarmupIsExcludedAndFailuresAreCounted) {
 }
 
 TEST(Metrics, ShortOutputsAreMismatches) {
-  TargetMetrics m = compute_target_metrics(
-      {ok_record(0, {10, 20}, 2, 8), ok_record(0, {10, 20}, 8, 8)});
+  TargetMetrics m =
+      compute_target_metrics({ok_record(0, {10, 20}, 2, 8), ok_record(0, {10, 20}, 8, 8)});
   EXPECT_EQ(m.output_token_mismatches, 1);
 }
 
@@ -108,7 +108,8 @@ TEST(Metrics, AggregateSumsThroughputAndAveragesP50s) {
   std::vector<RequestRecord> all = a;
   all.insert(all.end(), b.begin(), b.end());
   AggregateMetrics g = aggregate_metrics({ma, mb}, all);
-  EXPECT_DOUBLE_EQ(g.output_token_throughput, ma.output_token_throughput + mb.output_token_throughput);
+  EXPECT_DOUBLE_EQ(g.output_token_throughput,
+                   ma.output_token_throughput + mb.output_token_throughput);
   EXPECT_DOUBLE_EQ(g.request_throughput, ma.request_throughput + mb.request_throughput);
   // per-target TTFT p50: a -> 15, b -> 100; mean 57.5. Pooled 10, 20, 100 -> p50 20.
   EXPECT_DOUBLE_EQ(g.ttft_ms_p50, 57.5);

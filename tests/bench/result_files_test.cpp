@@ -14,7 +14,8 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
-RequestRecord record(int target, int64_t id, int64_t sent_ms, int64_t ttft_ms, bool warmup = false) {
+RequestRecord record(int target, int64_t id, int64_t sent_ms, int64_t ttft_ms,
+                     bool warmup = false) {
   RequestRecord r;
   r.target = target;
   r.model = "m" + std::to_string(target);
@@ -37,12 +38,23 @@ RequestRecord record(int target, int64_t id, int64_t sent_ms, int64_t ttft_ms, b
 
 PointResult two_target_point() {
   PointResult p;
-  p.config = {{"arm", "fractions"}, {"models_per_gpu", 2}, {"gpus", 1}, {"load", "closed"},
-              {"concurrency", 2}, {"request_rate", nullptr}, {"isl", 32}, {"osl", 4},
-              {"isl_stddev", 0}, {"osl_stddev", 0}, {"requests", 2}, {"warmup", 1},
-              {"endpoint", "completions"}, {"seed", 0}, {"cli_command", "gpufrac bench ..."}};
-  p.machine = {{"hostname", "h"}, {"date", "2026-11-29T10:00:00Z"}, {"gpu", nullptr},
-               {"driver", nullptr}};
+  p.config = {{"arm", "fractions"},
+              {"models_per_gpu", 2},
+              {"gpus", 1},
+              {"load", "closed"},
+              {"concurrency", 2},
+              {"request_rate", nullptr},
+              {"isl", 32},
+              {"osl", 4},
+              {"isl_stddev", 0},
+              {"osl_stddev", 0},
+              {"requests", 2},
+              {"warmup", 1},
+              {"endpoint", "completions"},
+              {"seed", 0},
+              {"cli_command", "gpufrac bench ..."}};
+  p.machine = {
+      {"hostname", "h"}, {"date", "2026-11-29T10:00:00Z"}, {"gpu", nullptr}, {"driver", nullptr}};
   for (int t = 0; t < 2; ++t) {
     BenchTarget target;
     target.model = "m" + std::to_string(t);
@@ -50,7 +62,7 @@ PointResult two_target_point() {
     p.targets.push_back(target);
   }
   // Target 0: TTFT 20 and 40 (p50 30); target 1: TTFT 100 and 100. Warmups excluded.
-  p.run.records = {record(0, 0, 0, 500, true), record(0, 1, 0, 20), record(0, 2, 5, 40),
+  p.run.records = {record(0, 0, 0, 500, true), record(0, 1, 0, 20),  record(0, 2, 5, 40),
                    record(1, 0, 0, 500, true), record(1, 1, 0, 100), record(1, 2, 0, 100)};
   std::vector<std::vector<RequestRecord>> by_target(2);
   for (const RequestRecord& r : p.run.records) by_target[size_t(r.target)].push_back(r);
@@ -63,10 +75,10 @@ PointResult two_target_point() {
 
 TEST(ResultFiles, RecordLineHasEveryContractField) {
   Json j = record_to_json(record(0, 17, 1, 2));
-  for (const char* key : {"target", "model", "request_id", "warmup", "status", "http_status",
-                          "error", "scheduled_ns", "sent_ns", "first_ns", "last_ns", "event_ns",
-                          "input_tokens", "output_tokens", "output_tokens_source",
-                          "requested_output_tokens", "end_ns"}) {
+  for (const char* key :
+       {"target", "model", "request_id", "warmup", "status", "http_status", "error", "scheduled_ns",
+        "sent_ns", "first_ns", "last_ns", "event_ns", "input_tokens", "output_tokens",
+        "output_tokens_source", "requested_output_tokens", "end_ns"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["status"], "ok");
@@ -84,9 +96,9 @@ TEST(ResultFiles, RecordLineHasEveryContractField) {
 TEST(ResultFiles, SummaryJsonKeepsTheContract) {
   Json s = summary_json(two_target_point());
   EXPECT_EQ(s["schema"], "gpufrac.summary/1");
-  for (const char* key : {"arm", "models_per_gpu", "gpus", "load", "concurrency", "request_rate",
-                          "isl", "osl", "isl_stddev", "osl_stddev", "requests", "warmup",
-                          "endpoint", "seed"}) {
+  for (const char* key :
+       {"arm", "models_per_gpu", "gpus", "load", "concurrency", "request_rate", "isl", "osl",
+        "isl_stddev", "osl_stddev", "requests", "warmup", "endpoint", "seed"}) {
     EXPECT_TRUE(s["config"].contains(key)) << key;
   }
   for (const char* key : {"hostname", "date", "gpu", "driver"}) {
@@ -94,17 +106,17 @@ TEST(ResultFiles, SummaryJsonKeepsTheContract) {
   }
   ASSERT_EQ(s["targets"].size(), 2u);
   const Json& m = s["targets"][0]["metrics"];
-  for (const char* key : {"ttft_ms", "itl_ms", "request_latency_ms", "inter_chunk_gap_ms",
-                          "output_tokens", "input_tokens", "output_token_throughput",
-                          "request_throughput", "effective_concurrency", "duration_s",
-                          "completed", "failed", "errors", "output_token_mismatches"}) {
+  for (const char* key :
+       {"ttft_ms", "itl_ms", "request_latency_ms", "inter_chunk_gap_ms", "output_tokens",
+        "input_tokens", "output_token_throughput", "request_throughput", "effective_concurrency",
+        "duration_s", "completed", "failed", "errors", "output_token_mismatches"}) {
     EXPECT_TRUE(m.contains(key)) << key;
   }
   EXPECT_EQ(s["targets"][1]["model"], "m1");
   EXPECT_EQ(m["completed"], 2);
   EXPECT_DOUBLE_EQ(m["ttft_ms"]["p50"].get<double>(), 30);
   const Json& a = s["aggregate"];
-  EXPECT_DOUBLE_EQ(a["ttft_ms_p50"].get<double>(), 65);  // (30 + 100) / 2
+  EXPECT_DOUBLE_EQ(a["ttft_ms_p50"].get<double>(), 65);               // (30 + 100) / 2
   EXPECT_DOUBLE_EQ(a["pooled"]["ttft_ms"]["p50"].get<double>(), 70);  // 20 40 100 100: rank 1.5
   EXPECT_EQ(a["completed"], 4);
   EXPECT_DOUBLE_EQ(a["output_token_throughput"].get<double>(),
@@ -147,11 +159,12 @@ TEST(ResultFiles, AiperfLayout) {
 }
 
 TEST(ResultFiles, WritesTheFourFiles) {
-  std::string dir = std::filesystem::temp_directory_path() / ("bench-files-" + std::to_string(::getpid()));
+  std::string dir =
+      std::filesystem::temp_directory_path() / ("bench-files-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   write_point_files(dir + "/fractions-m2/c2", two_target_point());
-  for (const char* name : {"records.jsonl", "summary.json", "summary.csv",
-                           "profile_export_aiperf.json"}) {
+  for (const char* name :
+       {"records.jsonl", "summary.json", "summary.csv", "profile_export_aiperf.json"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/fractions-m2/c2/" + name)) << name;
   }
   std::ifstream records(dir + "/fractions-m2/c2/records.jsonl");

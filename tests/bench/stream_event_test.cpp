@@ -54,7 +54,9 @@ TEST(StreamEvent, NullUsageIsIgnored) {
   EXPECT_FALSE(e.completion_tokens);
 }
 
-TEST(StreamEvent, Done) { EXPECT_TRUE(interpret("[DONE]").done); }
+TEST(StreamEvent, Done) {
+  EXPECT_TRUE(interpret("[DONE]").done);
+}
 
 TEST(StreamEvent, ErrorForms) {
   EXPECT_EQ(interpret(R"({"error":{"message":"boom","type":"x"}})").error, "boom");

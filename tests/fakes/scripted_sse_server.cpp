@@ -34,27 +34,32 @@ struct ScriptedSseServer::Stream {
 
 namespace {
 
-std::string sse(const std::string& json) { return "data: " + json + "\n\n"; }
+std::string sse(const std::string& json) {
+  return "data: " + json + "\n\n";
+}
 
 std::string chunk_json(const std::string& id, const std::string& model_json, bool chat,
                        const std::string& text, const char* finish_reason) {
   std::string reason = finish_reason ? std::string("\"") + finish_reason + "\"" : "null";
   std::string text_json = Json(text).dump();
   if (chat) {
-    return "{\"id\":\"" + id + "\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":" +
-           model_json + ",\"choices\":[{\"index\":0,\"delta\":{\"content\":" + text_json +
+    return "{\"id\":\"" + id +
+           "\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":" + model_json +
+           ",\"choices\":[{\"index\":0,\"delta\":{\"content\":" + text_json +
            "},\"logprobs\":null,\"finish_reason\":" + reason + "}]}";
   }
-  return "{\"id\":\"" + id + "\",\"object\":\"text_completion\",\"created\":0,\"model\":" +
-         model_json + ",\"choices\":[{\"index\":0,\"text\":" + text_json +
+  return "{\"id\":\"" + id +
+         "\",\"object\":\"text_completion\",\"created\":0,\"model\":" + model_json +
+         ",\"choices\":[{\"index\":0,\"text\":" + text_json +
          ",\"logprobs\":null,\"finish_reason\":" + reason + "}]}";
 }
 
 std::string usage_json(const std::string& id, const std::string& model_json, bool chat,
                        int64_t prompt, int64_t completion) {
   return "{\"id\":\"" + id + "\",\"object\":\"" +
-         (chat ? "chat.completion.chunk" : "text_completion") + "\",\"created\":0,\"model\":" +
-         model_json + ",\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(prompt) +
+         (chat ? "chat.completion.chunk" : "text_completion") +
+         "\",\"created\":0,\"model\":" + model_json +
+         ",\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(prompt) +
          ",\"completion_tokens\":" + std::to_string(completion) +
          ",\"total_tokens\":" + std::to_string(prompt + completion) + "}}";
 }
@@ -76,12 +81,18 @@ ScriptedFailureRule parse_failure_rule(const std::string& text) {
   std::vector<std::string> parts = split(text, ',');
   ScriptedFailureRule rule;
   const std::string& kind = parts[0];
-  if (kind == "http_error") rule.kind = ScriptedFailure::kHttpError;
-  else if (kind == "error_event") rule.kind = ScriptedFailure::kErrorEvent;
-  else if (kind == "drop") rule.kind = ScriptedFailure::kDrop;
-  else if (kind == "stall") rule.kind = ScriptedFailure::kStall;
-  else if (kind == "short") rule.kind = ScriptedFailure::kShort;
-  else if (kind == "no_done") rule.kind = ScriptedFailure::kNoDone;
+  if (kind == "http_error")
+    rule.kind = ScriptedFailure::kHttpError;
+  else if (kind == "error_event")
+    rule.kind = ScriptedFailure::kErrorEvent;
+  else if (kind == "drop")
+    rule.kind = ScriptedFailure::kDrop;
+  else if (kind == "stall")
+    rule.kind = ScriptedFailure::kStall;
+  else if (kind == "short")
+    rule.kind = ScriptedFailure::kShort;
+  else if (kind == "no_done")
+    rule.kind = ScriptedFailure::kNoDone;
   else {
     throw UsageError("--fail: unknown kind '" + kind +
                      "' (http_error, error_event, drop, stall, short, no_done)");
@@ -91,11 +102,16 @@ ScriptedFailureRule parse_failure_rule(const std::string& text) {
     std::string key = parts[i].substr(0, eq);
     std::string value = eq == std::string::npos ? "" : parts[i].substr(eq + 1);
     int number = int(parse_int(value, "--fail " + key));
-    if (key == "every") rule.every = number;
-    else if (key == "offset") rule.offset = number;
-    else if (key == "after") rule.after_tokens = number;
-    else if (key == "status") rule.http_status = number;
-    else throw UsageError("--fail: unknown field '" + key + "' (every, offset, after, status)");
+    if (key == "every")
+      rule.every = number;
+    else if (key == "offset")
+      rule.offset = number;
+    else if (key == "after")
+      rule.after_tokens = number;
+    else if (key == "status")
+      rule.http_status = number;
+    else
+      throw UsageError("--fail: unknown field '" + key + "' (every, offset, after, status)");
   }
   if (rule.every < 1) throw UsageError("--fail every must be >= 1");
   return rule;
@@ -103,9 +119,10 @@ ScriptedFailureRule parse_failure_rule(const std::string& text) {
 
 ScriptedSseServer::ScriptedSseServer(ScriptedSseOptions options)
     : options_(std::move(options)), http_(HttpServerOptions{options_.host, options_.port}) {
-  http_.route("POST", "/v1/completions", [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
-    handle(q, std::move(r), false);
-  });
+  http_.route("POST", "/v1/completions",
+              [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
+                handle(q, std::move(r), false);
+              });
   http_.route("POST", "/v1/chat/completions",
               [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
                 handle(q, std::move(r), true);
@@ -119,7 +136,9 @@ ScriptedSseServer::ScriptedSseServer(ScriptedSseOptions options)
   });
 }
 
-ScriptedSseServer::~ScriptedSseServer() { stop(); }
+ScriptedSseServer::~ScriptedSseServer() {
+  stop();
+}
 
 std::string ScriptedSseServer::url() const {
   return "http://" + options_.host + ":" + std::to_string(port());
@@ -151,7 +170,8 @@ void ScriptedSseServer::write_trace() {
     for (const auto& stream : *streams) {
       out << Json{{"request_id", stream->request_id},
                   {"arrived_ns", stream->arrived_ns},
-                  {"chunks", stream->chunks}}.dump()
+                  {"chunks", stream->chunks}}
+                 .dump()
           << "\n";
     }
   }
@@ -203,7 +223,7 @@ void ScriptedSseServer::handle(const HttpRequest& request, std::shared_ptr<HttpR
       }
     }
   } else if (auto p = body.find("prompt"); p != body.end()) {
-    stream->prompt_tokens = p->is_array() ? int64_t(p->size())
+    stream->prompt_tokens = p->is_array()    ? int64_t(p->size())
                             : p->is_string() ? count_words(p->get<std::string>())
                                              : 0;
   }
@@ -219,11 +239,13 @@ void ScriptedSseServer::handle(const HttpRequest& request, std::shared_ptr<HttpR
   if (chat) {  // vLLM opens chat streams with a role-only chunk at once: not a content event
     stream->response->start_stream(200, "text/event-stream");
     stream->started = true;
-    stream->response->write(sse(
-        "{\"id\":\"" + stream->id + "\",\"object\":\"chat.completion.chunk\",\"created\":0,"
-        "\"model\":" + stream->model_json +
-        ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-        "\"logprobs\":null,\"finish_reason\":null}]}"));
+    stream->response->write(
+        sse("{\"id\":\"" + stream->id +
+            "\",\"object\":\"chat.completion.chunk\",\"created\":0,"
+            "\"model\":" +
+            stream->model_json +
+            ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+            "\"logprobs\":null,\"finish_reason\":null}]}"));
   }
   const int64_t first_chunk_ns = stream->first_chunk_ns;
   bool earliest = false;
@@ -270,8 +292,10 @@ void ScriptedSseServer::run_scheduler() {
       }
       int64_t at = due_ns(*stream, stream->chunk);
       lock.lock();
-      if (next == Step::kNext) queue_.push({at, std::move(stream)});
-      else stalled_.push_back(std::move(stream));
+      if (next == Step::kNext)
+        queue_.push({at, std::move(stream)});
+      else
+        stalled_.push_back(std::move(stream));
       lock.unlock();
     }
     due.clear();
@@ -280,7 +304,8 @@ void ScriptedSseServer::run_scheduler() {
 }
 
 int64_t ScriptedSseServer::due_ns(const Stream& s, int64_t chunk) const {
-  return s.first_chunk_ns + int64_t(double(chunk) * options_.tokens_per_chunk * options_.itl_ms * 1e6);
+  return s.first_chunk_ns +
+         int64_t(double(chunk) * options_.tokens_per_chunk * options_.itl_ms * 1e6);
 }
 
 ScriptedSseServer::Step ScriptedSseServer::step(Stream& s) {
@@ -298,9 +323,9 @@ ScriptedSseServer::Step ScriptedSseServer::step(Stream& s) {
     std::string text;
     for (int i = 0; i < tokens; ++i) text += " t" + std::to_string((s.sent + i) % 10);
     s.sent += tokens;
-    const char* reason = s.sent == s.total_tokens                                     ? "length"
+    const char* reason = s.sent == s.total_tokens                                   ? "length"
                          : s.sent == s.limit && failure_is(ScriptedFailure::kShort) ? "stop"
-                                                                                   : nullptr;
+                                                                                    : nullptr;
     std::string chunk = sse(chunk_json(s.id, s.model_json, s.chat, text, reason));
     if (!options_.trace_path.empty()) {
       s.chunks.emplace_back(due_ns(s, s.chunk), monotonic_ns());
@@ -321,8 +346,8 @@ ScriptedSseServer::Step ScriptedSseServer::step(Stream& s) {
     return Step::kOver;
   }
   if (failure_is(ScriptedFailure::kErrorEvent)) {
-    out.write(sse(openai_error_body("scripted failure mid-stream", "internal_server_error", {},
-                                    "500")));
+    out.write(
+        sse(openai_error_body("scripted failure mid-stream", "internal_server_error", {}, "500")));
     out.write("data: [DONE]\n\n");
     out.end();
     return Step::kOver;

@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
               "At exit, write per stream its X-Request-Id, arrival and every chunk's due and "
               "hand-off time (JSON lines, CLOCK_MONOTONIC ns).")
       .flag("no-usage", "Never send a usage chunk (clients must count tokens themselves).")
-      .section("Example", "  scripted_sse_server --port 8001 --ttft-ms 40 --itl-ms 8 "
-                          "--fail drop,every=20,after=5");
+      .section("Example",
+               "  scripted_sse_server --port 8001 --ttft-ms 40 --itl-ms 8 "
+               "--fail drop,every=20,after=5");
   try {
     if (!args.parse(argc, argv)) return 0;
     ScriptedSseOptions options;
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
-    rlimit files{};  // a thousand streams need a thousand sockets
+    rlimit files{};                                 // a thousand streams need a thousand sockets
     if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
       files.rlim_cur = files.rlim_max;
       ::setrlimit(RLIMIT_NOFILE, &files);
