@@ -1,5 +1,7 @@
 // The one way the serving side gets a ModelRunner: from what the user typed (`--model`,
-// `--device`, `--seed`, `--threads`).
+// `--device`, `--seed`, `--threads`, and the engine limits `--max-num-batched-tokens`,
+// `--max-num-seqs`, `--max-model-len`, which size the CUDA runner's step buffers, decode-graph
+// buckets and block tables; the CPU runner sizes per step and ignores them).
 //
 // device "cpu": the fp32 CPU runner. "cuda": the CUDA runner; UsageError when this build has no
 // CUDA backend or no usable device. "auto": CUDA when built and a device is usable, else CPU.
@@ -20,6 +22,11 @@ struct RunnerOptions {
   std::string device = "auto";  // "cpu", "cuda" or "auto"
   uint64_t seed = 0;            // preset weights are generated from this seed
   int threads = 0;              // CPU threads for the CPU runner and loading; 0 = every usable CPU
+  // The engine's limits (EngineOptions); 0 = the scheduler's defaults (max_num_batched_tokens,
+  // max_num_seqs) or the model's max_position_embeddings (max_model_len).
+  int max_num_batched_tokens = 0;
+  int max_num_seqs = 0;
+  int max_model_len = 0;
 };
 
 std::unique_ptr<ModelRunner> create_model_runner(const RunnerOptions& options);

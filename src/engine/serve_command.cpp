@@ -124,11 +124,15 @@ int serve_command(int argc, char** argv) {
   }
   uint64_t max_request_bytes = parse_bytes(args.get("max-request-bytes"), "--max-request-bytes");
   std::string memory_budget = args.get("memory-budget");
+  // The runner sizes its step buffers and decode graphs for these limits, not for the defaults.
+  runner_options.max_num_batched_tokens = options.scheduler.max_num_batched_tokens;
+  runner_options.max_num_seqs = options.scheduler.max_num_seqs;
+  runner_options.max_model_len = args.has("max-model-len") ? positive_int(args, "max-model-len") : 0;
 
   std::unique_ptr<engine::ModelRunner> runner = engine::create_model_runner(runner_options);
   const engine::ModelConfig& config = runner->config();
   int model_max = config.max_position_embeddings;
-  options.max_model_len = args.has("max-model-len") ? positive_int(args, "max-model-len") : model_max;
+  options.max_model_len = runner_options.max_model_len > 0 ? runner_options.max_model_len : model_max;
   if (model_max > 0 && options.max_model_len > model_max) {
     throw UsageError("--max-model-len " + std::to_string(options.max_model_len) + " exceeds the " +
                      "model's max_position_embeddings (" + std::to_string(model_max) + ")");

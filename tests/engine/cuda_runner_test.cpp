@@ -16,12 +16,14 @@
 
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 
 #include "common/error.h"
 #include "engine/cpu/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
 #include "engine/presets.h"
+#include "engine/runner_factory.h"
 #include "cuda_test_support.h"
 
 namespace gpufrac::engine {
@@ -187,6 +189,36 @@ TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
     testing::complete_step(all, batch);
     for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
   }
+}
+
+// serve's limits reach the runner: decode graphs up to --max-num-seqs, buffers for
+// --max-num-batched-tokens (a step beyond them is refused), block tables for --max-model-len.
+TEST(CudaRunner, FactoryHonoursTheEngineLimits) {
+  RunnerOptions options;
+  options.model = "tiny";
+  options.device = "cuda";
+  options.seed = kSeed;
+  options.max_num_batched_tokens = 64;
+  options.max_num_seqs = 8;
+  options.max_model_len = 256;
+  std::unique_ptr<ModelRunner> runner = create_model_runner(options);
+  auto* cuda = dynamic_cast<CudaRunner*>(runner.get());
+  ASSERT_NE(cuda, nullptr);
+  runner->allocate_kv_cache(64, kBlockSize);
+  EXPECT_EQ(cuda->graph_buckets().back(), 8);
+  std::vector<int32_t> table(17);
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<int32_t> too_many(65, 3), fits(64, 3);
+  StepBatch batch;
+  batch.sequences.push_back({too_many, 0, table, true, {}});
+  StepResult result;
+  EXPECT_THROW(runner->forward(batch, result), RuntimeFailure);  // > max_num_batched_tokens
+  batch.sequences[0].tokens = fits;
+  batch.sequences[0].start_position = 200;  // reaches 264 > max_model_len
+  EXPECT_THROW(runner->forward(batch, result), RuntimeFailure);
+  batch.sequences[0].start_position = 0;
+  runner->forward(batch, result);
+  EXPECT_EQ(result.next_tokens.size(), 1u);
 }
 
 TEST(CudaRunner, RejectsInvalidBatchesAndKeepsWorking) {

@@ -515,7 +515,13 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const RunnerOptions& options) {
                                  : DeviceWeights::upload(load_model_weights(options.model,
                                                                             options.seed,
                                                                             options.threads));
-  return std::make_unique<CudaRunner>(std::move(weights), CudaRunnerOptions{});
+  CudaRunnerOptions runner_options;
+  if (options.max_num_batched_tokens > 0) {
+    runner_options.max_tokens_per_step = options.max_num_batched_tokens;
+  }
+  if (options.max_num_seqs > 0) runner_options.max_seqs_per_step = options.max_num_seqs;
+  runner_options.max_model_len = options.max_model_len;  // 0: the model's own
+  return std::make_unique<CudaRunner>(std::move(weights), runner_options);
 }
 
 }  // namespace gpufrac::engine
