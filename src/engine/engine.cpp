@@ -1,7 +1,9 @@
 #include "engine/engine.h"
 
 #include <exception>
+#include <span>
 #include <stdexcept>
+#include <string>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -93,7 +95,8 @@ void Engine::loop() {
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] {
-        return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work();
+        return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work() ||
+               in_flight_count_ > 0;
       });
       if (stopping_) break;
       incoming_local_.swap(incoming_);
@@ -106,8 +109,20 @@ void Engine::loop() {
     // After admission, so that a cancel racing its own submit finds the request.
     for (uint64_t id : cancels_local_) finish(id, FinishReason::kCancelled);
     cancels_local_.clear();
-    if (scheduler_.has_work()) run_step();
+    bool submitted = scheduler_.has_work() && submit_step();
+    // One step stays on the device while the previous one's tokens are delivered.
+    if (in_flight_count_ > (submitted ? 1 : 0)) collect_step();
     publish_gauges();
+  }
+  // The runner keeps nothing of this engine outstanding; the steps' tokens are not delivered.
+  while (in_flight_count_ > 0) {
+    in_flight_first_ = (in_flight_first_ + 1) % 2;
+    --in_flight_count_;
+    try {
+      runner_.collect(result_);
+    } catch (const std::exception& e) {
+      log_error("engine: collecting a step while stopping: ", e.what());
+    }
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, active] : active_) ids.push_back(id);
@@ -134,47 +149,79 @@ void Engine::admit(Pending& p) {
   active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
 }
 
-void Engine::run_step() {
+bool Engine::submit_step() {
   const SchedulerOutput& out = scheduler_.schedule();
   metrics_.num_preemptions_total += out.num_preempted;
   publish_gauges();  // admissions and preemptions show while the step runs
+  if (out.chunks.empty()) return false;
+  const int64_t step = steps_submitted_;
+  InFlightStep& record = in_flight_[(in_flight_first_ + in_flight_count_) % 2];
+  record.ids.clear();
+  record.sampled.clear();
+  for (const ScheduledChunk& c : out.chunks) record.ids.push_back(c.sequence->id());
   batch_.sequences.clear();
-  int sampled = 0;
-  for (const ScheduledChunk& c : out.chunks) {
-    const Sequence& s = *c.sequence;
-    SequenceWork work;
-    work.tokens = std::span<const int32_t>(s.tokens()).subspan(c.start, c.num_tokens);
-    work.start_position = static_cast<int32_t>(c.start);
-    work.block_table = s.block_table;
-    work.sample = c.sample;
-    work.sampling = s.sampling_for_step();
-    batch_.sequences.push_back(work);
-    sampled += c.sample ? 1 : 0;
-  }
-  if (batch_.sequences.empty()) return;
   try {
-    runner_.forward(batch_, result_);
-    if (static_cast<int>(result_.next_tokens.size()) != sampled) {
-      throw std::runtime_error("runner returned " + std::to_string(result_.next_tokens.size()) +
-                               " tokens for " + std::to_string(sampled) + " sampled sequences");
+    for (const ScheduledChunk& c : out.chunks) {
+      const Sequence& s = *c.sequence;
+      SequenceWork work;
+      work.tokens = std::span<const int32_t>(s.tokens()).subspan(c.start, c.num_tokens);
+      work.start_position = static_cast<int32_t>(c.start);
+      work.block_table = s.block_table;
+      work.sample = c.sample;
+      work.sampling = s.sampling_for_step();
+      if (c.start + c.num_tokens > s.num_tokens() - s.num_pending()) {
+        // Feeds a placeholder: it must be the one sampled by the step submitted just before.
+        if (s.num_pending() != 1 || s.newest_pending_step() != step - 1) {
+          throw std::logic_error("engine: request " + std::to_string(s.id()) +
+                                 " feeds a token of an older step that is still pending");
+        }
+        work.previous_sample_row = s.newest_pending_row();
+      }
+      batch_.sequences.push_back(work);
     }
+    runner_.submit(batch_);
   } catch (const std::exception& e) {
     // The step's requests fail; everyone else keeps being served.
-    log_error("engine: forward failed, failing ", out.chunks.size(), " requests: ", e.what());
-    std::vector<uint64_t> failed;
-    for (const ScheduledChunk& c : out.chunks) failed.push_back(c.sequence->id());
-    for (uint64_t id : failed) finish(id, FinishReason::kError, e.what());
-    return;
+    log_error("engine: step submission failed, failing ", record.ids.size(), " requests: ",
+              e.what());
+    fail_requests(record.ids, e.what());
+    return false;
   }
+  // The device runs steps in order: for planning the next one, these tokens are computed.
   scheduler_.complete_step();
-  int64_t now = monotonic_ns();
-  size_t next = 0;
-  // Chunks stay readable while requests finish: finish() frees only the finished sequence.
   for (const ScheduledChunk& c : out.chunks) {
     if (!c.sample) continue;
-    int32_t token = result_.next_tokens[next++];
-    Sequence* s = c.sequence;
-    Active& a = active_.at(s->id());
+    c.sequence->append_pending_token(step, static_cast<int32_t>(record.sampled.size()));
+    record.sampled.push_back(c.sequence->id());
+  }
+  ++steps_submitted_;
+  ++in_flight_count_;
+  return true;
+}
+
+void Engine::collect_step() {
+  InFlightStep& step = in_flight_[in_flight_first_];
+  in_flight_first_ = (in_flight_first_ + 1) % 2;
+  --in_flight_count_;
+  try {
+    runner_.collect(result_);
+    if (result_.next_tokens.size() != step.sampled.size()) {
+      throw std::runtime_error("runner returned " + std::to_string(result_.next_tokens.size()) +
+                               " tokens for " + std::to_string(step.sampled.size()) +
+                               " sampled sequences");
+    }
+  } catch (const std::exception& e) {
+    log_error("engine: step failed, failing ", step.ids.size(), " requests: ", e.what());
+    fail_requests(step.ids, e.what());
+    return;
+  }
+  int64_t now = monotonic_ns();
+  for (size_t row = 0; row < step.sampled.size(); ++row) {
+    auto it = active_.find(step.sampled[row]);
+    if (it == active_.end()) continue;  // finished or cancelled since the step was submitted
+    Active& a = it->second;
+    Sequence* s = a.sequence.get();
+    int32_t token = result_.next_tokens[row];
     if (a.last_token_ns == 0) {
       metrics_.time_to_first_token.observe(ns_to_ms(now - a.arrival_ns) / 1e3);
       metrics_.prompt_tokens_total += s->prompt_len();
@@ -182,11 +229,15 @@ void Engine::run_step() {
       metrics_.inter_token_latency.observe(ns_to_ms(now - a.last_token_ns) / 1e3);
     }
     a.last_token_ns = now;
-    FinishReason reason = s->append_token(token);
+    FinishReason reason = s->resolve_pending_token(token);
     ++metrics_.generation_tokens_total;
     a.sink->on_token(token, reason);
     if (reason != FinishReason::kNone) finish(s->id(), reason);
   }
+}
+
+void Engine::fail_requests(const std::vector<uint64_t>& ids, const std::string& error) {
+  for (uint64_t id : ids) finish(id, FinishReason::kError, error);
 }
 
 void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
@@ -194,7 +245,7 @@ void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
   if (it == active_.end()) return;
   Active& a = it->second;
   scheduler_.finish(a.sequence.get());
-  RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_generated(),
+  RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_output_tokens(),
                          std::move(error)};
   metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - a.arrival_ns) / 1e3);
   switch (reason) {

@@ -1,7 +1,13 @@
 // Engine: the loop thread that drives a ModelRunner. It takes new requests and cancellations from
-// any thread, and per step runs scheduler -> runner.forward -> hands each sampled token to its
-// request's sink, finishing requests on their stop rules. It owns the KV block allocator and the
+// any thread, and per step runs scheduler -> runner -> hands each sampled token to its request's
+// sink, finishing requests on their stop rules. It owns the KV block allocator and the
 // scheduler; the runner (and its KV memory, allocated here once) is borrowed and must outlive it.
+//
+// Steps are pipelined (runner.h): the loop schedules and submits step n+1, then collects step n
+// and delivers its tokens, so the device never waits for the CPU's per-step work. Step n+1 feeds
+// step n's samples as placeholders (Sequence::kPendingToken) that the runner resolves on the
+// device. A request that step n finishes (EOS, stop id) may already be in step n+1: that step's
+// token for it is dropped. Requests that reach max_tokens are not scheduled past their last token.
 //
 // Thread-safety: submit(), cancel(), metrics() and the accessors may be called from any thread.
 // Sinks are called on the engine thread only, in order (tokens, then exactly one on_finish), and
@@ -102,9 +108,19 @@ class Engine {
     int64_t last_token_ns = 0;  // 0 until the first token
   };
 
+  // A submitted step not yet collected: which requests it served, for delivery and failures.
+  struct InFlightStep {
+    std::vector<uint64_t> ids;      // every request in the step
+    std::vector<uint64_t> sampled;  // the request of each sample row, in row order
+  };
+
   void loop();
   void admit(Pending& pending);
-  void run_step();
+  // Schedules and submits the next step; false when there was nothing to submit.
+  bool submit_step();
+  // Collects the oldest in-flight step and delivers its tokens.
+  void collect_step();
+  void fail_requests(const std::vector<uint64_t>& ids, const std::string& error);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void publish_gauges();
 
@@ -129,6 +145,10 @@ class Engine {
   std::vector<uint64_t> cancels_local_;
   StepBatch batch_;
   StepResult result_;
+  int64_t steps_submitted_ = 0;
+  InFlightStep in_flight_[2];  // ring: at most two steps are outstanding (runner.h)
+  int in_flight_first_ = 0;
+  int in_flight_count_ = 0;
 };
 
 }  // namespace gpufrac::engine

@@ -6,8 +6,16 @@
 // - The scheduler owns KV block ids (KvBlockAllocator); the runner owns the KV pool's memory,
 //   allocated once by allocate_kv_cache(). Block b holds positions [b_i * block_size, ...) of the
 //   sequence whose block_table lists it at index b_i.
-// - forward() writes the K/V of every fed token into the sequence's blocks, attends causally over
+// - A step writes the K/V of every fed token into the sequence's blocks, attends causally over
 //   positions [0, start_position + num_tokens), and samples only where `sample` is set.
+// - Steps are pipelined: submit() starts a step and may return before it has run (the CUDA
+//   runner only enqueues it), collect() waits for the oldest submitted step and hands over its
+//   result. At most two steps are outstanding (submitted, not collected), so the caller can
+//   schedule and submit step n+1 while the device runs step n. Steps run in submission order:
+//   a step sees the K/V written by every step submitted before it.
+// - A token sampled by the previous step need not be known to the caller: the sequence feeds a
+//   placeholder in its place and names the previous step's sample row (previous_sample_row); the
+//   runner takes the id from that step's output (on the device, for the CUDA runner).
 // - Not thread-safe: one caller (the engine loop) at a time.
 #pragma once
 
@@ -38,6 +46,10 @@ struct SequenceWork {
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool sample = false;                   // this chunk ends the known tokens: sample the next one
   SamplingParams sampling;
+  // >= 0: the last of `tokens` is a placeholder for the token that the previous step (the one
+  // submitted just before this one) sampled at this row of its result, which may not have been
+  // collected yet. -1: every id in `tokens` is real.
+  int32_t previous_sample_row = -1;
 };
 
 struct StepBatch {
@@ -65,7 +77,20 @@ class ModelRunner {
   virtual uint64_t kv_block_bytes(int block_size) const = 0;
   virtual void allocate_kv_cache(int num_blocks, int block_size) = 0;
 
-  virtual void forward(const StepBatch& batch, StepResult& result) = 0;
+  // Starts one step (see the contract above). Throws before starting anything when the batch is
+  // invalid (RuntimeFailure naming the problem) or two steps are outstanding (std::logic_error).
+  virtual void submit(const StepBatch& batch) = 0;
+  // Waits for the oldest outstanding step and moves its result into `result`. Throws
+  // std::logic_error when no step is outstanding, RuntimeFailure when the step failed on the
+  // device (the step is no longer outstanding either way).
+  virtual void collect(StepResult& result) = 0;
+
+  // One step, synchronously, with no step outstanding: submit() then collect() (tests and
+  // benchmarks).
+  void forward(const StepBatch& batch, StepResult& result) {
+    submit(batch);
+    collect(result);
+  }
 };
 
 }  // namespace gpufrac::engine

@@ -35,7 +35,7 @@ const SchedulerOutput& Scheduler::schedule() {
   // (only the current one or newer ones, never those already visited).
   for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
     Sequence* s = running_[i];
-    if (s->num_uncomputed() == 1 && s->scheduled_step != step_) {
+    if (s->num_uncomputed() == 1 && s->scheduled_step != step_ && !s->reached_max_tokens()) {
       if (!reserve_blocks(s, s->num_computed + 1)) continue;  // s left running_; i is the next one
       plan(s, 1);
     }
@@ -44,7 +44,7 @@ const SchedulerOutput& Scheduler::schedule() {
   // 2. Prompt chunks of running sequences (new prompts being chunked, or recomputes).
   for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
     Sequence* s = running_[i];
-    if (s->scheduled_step != step_) {
+    if (s->scheduled_step != step_ && !s->reached_max_tokens()) {
       int64_t n = std::min(s->num_uncomputed(), budget_left_);
       if (!reserve_blocks(s, s->num_computed + n)) continue;
       plan(s, n);

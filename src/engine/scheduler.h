@@ -8,6 +8,8 @@
 // A running sequence that needs a KV block when none is free preempts the newest running sequence
 // not yet planned this step (possibly itself): its blocks are freed and it goes back to the front
 // of the waiting queue, to be recomputed from its known tokens (preemption by recompute).
+// A running sequence whose pending token (sequence.h) is its last (max_tokens) is not planned:
+// the engine finishes it when that token's step is collected.
 //
 // Sequences are owned by the caller (the engine); the scheduler keeps pointers from add() until
 // finish(). Not thread-safe. schedule() allocates nothing once the containers have grown to their

@@ -1,6 +1,7 @@
 #include "engine/sequence.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace gpufrac::engine {
 
@@ -44,8 +45,30 @@ SamplingParams Sequence::sampling_for_step() const {
 }
 
 FinishReason Sequence::append_token(int32_t token) {
+  if (num_pending_ > 0) throw std::logic_error("append_token while a placeholder is pending");
   tokens_.push_back(token);
-  int64_t generated = num_generated();
+  return finish_reason_at(num_tokens() - 1);
+}
+
+void Sequence::append_pending_token(int64_t step, int32_t row) {
+  if (num_pending_ >= 2) throw std::logic_error("a third pending token");
+  tokens_.push_back(kPendingToken);
+  ++num_pending_;
+  newest_pending_step_ = step;
+  newest_pending_row_ = row;
+}
+
+FinishReason Sequence::resolve_pending_token(int32_t token) {
+  if (num_pending_ == 0) throw std::logic_error("resolve_pending_token with nothing pending");
+  int64_t index = num_tokens() - num_pending_;
+  tokens_[size_t(index)] = token;
+  --num_pending_;
+  return finish_reason_at(index);
+}
+
+FinishReason Sequence::finish_reason_at(int64_t index) const {
+  int32_t token = tokens_[size_t(index)];
+  int64_t generated = index + 1 - prompt_len_;
   if (generated >= stop_.min_tokens &&
       (contains(eos_ids_, token) || contains(stop_.stop_token_ids, token))) {
     return FinishReason::kStop;

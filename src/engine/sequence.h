@@ -6,6 +6,11 @@
 // (prompt + generated so far) is prefilled again; sampling stays reproducible because
 // SamplingParams::generated tells the runner how many tokens came before.
 //
+// Pipelined steps (runner.h): a token sampled by a step that is still running is appended as a
+// pending placeholder (kPendingToken), so the scheduler can plan the next step (which feeds it)
+// before the id is known; resolve_pending_token() fills in the oldest placeholder when its step
+// is collected. At most two are pending (the running step's and the one submitted after it).
+//
 // Not thread-safe: owned by the engine loop (the scheduler mutates the scheduling fields).
 #pragma once
 
@@ -42,17 +47,34 @@ class Sequence {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
   int64_t prompt_len() const { return prompt_len_; }
+  // Generated tokens, pending placeholders included (the count sampling and the scheduler use).
   int64_t num_generated() const { return num_tokens() - prompt_len_; }
+  int64_t num_pending() const { return num_pending_; }
+  // Generated tokens whose ids are known: what the client has received.
+  int64_t num_output_tokens() const { return num_generated() - num_pending_; }
   int64_t num_uncomputed() const { return num_tokens() - num_computed; }
   const StopCriteria& stop() const { return stop_; }
+  // max_tokens are generated (counting pending ones): nothing is left to compute for it.
+  bool reached_max_tokens() const { return num_generated() >= stop_.max_tokens; }
 
   // The sampling parameters of this step: `generated` set, and EOS/stop ids suppressed while
   // fewer than min_tokens were generated. The span points into this sequence.
   SamplingParams sampling_for_step() const;
 
   // Appends a sampled token and says whether it ends the sequence (kStop for EOS or a stop id,
-  // kLength at max_tokens, else kNone).
+  // kLength at max_tokens, else kNone). No placeholder may be pending.
   FinishReason append_token(int32_t token);
+
+  // The id a placeholder stands for until resolve_pending_token() replaces it.
+  static constexpr int32_t kPendingToken = -1;
+  // Appends a placeholder for the token that row `row` of step `step` samples.
+  void append_pending_token(int64_t step, int32_t row);
+  // Replaces the oldest placeholder by `token` and says whether that token ends the sequence
+  // (as append_token). Tokens sampled after an ending one stay pending and are never delivered.
+  FinishReason resolve_pending_token(int32_t token);
+  // The step and sample row of the newest placeholder (meaningful while num_pending() > 0).
+  int64_t newest_pending_step() const { return newest_pending_step_; }
+  int32_t newest_pending_row() const { return newest_pending_row_; }
 
   // Scheduling state (the scheduler's): tokens whose K/V is in the cache, the KV block table,
   // where the sequence is, and the step that last scheduled it.
@@ -65,6 +87,8 @@ class Sequence {
 
  private:
   static bool contains(const std::vector<int32_t>& ids, int32_t token);
+  // The stop rules for the generated token at `index` of tokens_.
+  FinishReason finish_reason_at(int64_t index) const;
 
   uint64_t id_;
   int64_t prompt_len_;
@@ -73,6 +97,9 @@ class Sequence {
   SamplingParams sampling_;
   std::vector<int32_t> eos_ids_;         // empty when ignore_eos
   std::vector<int32_t> suppressed_ids_;  // EOS (unless ignore_eos) and stop ids, for min_tokens
+  int64_t num_pending_ = 0;              // placeholders at the end of tokens_
+  int64_t newest_pending_step_ = -1;
+  int32_t newest_pending_row_ = -1;
 };
 
 }  // namespace gpufrac::engine

@@ -1,12 +1,14 @@
 // The CPU runner against an independent float64 forward pass, and the paged-cache properties
 // the scheduler relies on: incremental decode == recompute, chunked prefill == one shot, a batch
-// == each sequence alone, determinism, and bad batches rejected.
+// == each sequence alone, determinism, pipelined steps (placeholders for the previous step's
+// samples) == steps fed the real ids, and bad batches rejected.
 //
 // Relative error of a logits row = max_i |cpu_i - ref_i| / max_i |ref_i| (over the whole vocab).
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "cpu_reference_model.h"
@@ -319,6 +321,51 @@ TEST(CpuRunner, RejectsBadBatchesWithoutCrashing) {
   batch.sequences.push_back({tokens, 0, bad_block, true, {}});
   StepResult result;
   EXPECT_THROW(unallocated->forward(batch, result), RuntimeFailure);
+}
+
+TEST(CpuRunner, PipelinedStepTakesPlaceholdersFromThePreviousStep) {
+  // The decode step is submitted before the prefill is collected and feeds both of its samples
+  // as placeholders, in swapped order; a runner fed the real ids step by step must agree exactly.
+  std::vector<int32_t> a = random_tokens(5, 151936, 21), b = random_tokens(3, 151936, 22);
+  std::vector<int32_t> table_a = {0, 1}, table_b = {2};
+  std::unique_ptr<ModelRunner> pipelined = make_cpu_runner(tiny_weights(), 2);
+  std::unique_ptr<ModelRunner> stepwise = make_cpu_runner(tiny_weights(), 2);
+  pipelined->allocate_kv_cache(8, 4);
+  stepwise->allocate_kv_cache(8, 4);
+  StepBatch prefill;
+  prefill.return_logits = true;
+  prefill.sequences.push_back({a, 0, table_a, true, {}});
+  prefill.sequences.push_back({b, 0, table_b, true, {}});
+  const std::vector<int32_t> placeholder = {-1};  // never read: the runner takes the sample
+  StepBatch decode;
+  decode.return_logits = true;
+  decode.sequences.push_back({placeholder, 3, table_b, true, {}, 1});
+  decode.sequences.push_back({placeholder, 5, table_a, true, {}, 0});
+  pipelined->submit(prefill);
+  pipelined->submit(decode);
+  EXPECT_THROW(pipelined->submit(decode), std::logic_error);  // two are outstanding
+  StepResult first, second;
+  pipelined->collect(first);
+  pipelined->collect(second);
+  EXPECT_THROW(pipelined->collect(second), std::logic_error);
+
+  StepResult expected_first, expected_second;
+  stepwise->forward(prefill, expected_first);
+  ASSERT_EQ(expected_first.next_tokens.size(), 2u);
+  std::vector<int32_t> next_a = {expected_first.next_tokens[0]};
+  std::vector<int32_t> next_b = {expected_first.next_tokens[1]};
+  StepBatch real;
+  real.return_logits = true;
+  real.sequences.push_back({next_b, 3, table_b, true, {}});
+  real.sequences.push_back({next_a, 5, table_a, true, {}});
+  stepwise->forward(real, expected_second);
+  EXPECT_EQ(first.next_tokens, expected_first.next_tokens);
+  EXPECT_EQ(first.logits, expected_first.logits);
+  EXPECT_EQ(second.next_tokens, expected_second.next_tokens);
+  EXPECT_EQ(second.logits, expected_second.logits);
+
+  decode.sequences[0].previous_sample_row = 2;  // the previous step sampled two rows
+  EXPECT_THROW(pipelined->forward(decode, second), RuntimeFailure);
 }
 
 TEST(CpuRunner, ReportsKvBlockBytesAndMemory) {

@@ -14,6 +14,7 @@
 // Both runners are always fed the CPU's tokens (teacher forcing), so one near tie cannot cascade.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -188,6 +189,59 @@ TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
     EXPECT_EQ(a.next_tokens, b.next_tokens);
     testing::complete_step(all, batch);
     for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
+  }
+}
+
+// Runner `pipelined` submits step n+1 before collecting step n and feeds step n's samples as
+// placeholders (read on the device); `stepwise` is fed the real ids one step at a time. Every
+// token (and, eagerly, every logit) must be identical: decode steps in a graph bucket, a mixed
+// step with a new prompt (eager) and the sample rows named in an order unlike the batch's.
+TEST(CudaRunner, PipelinedPlaceholdersEqualRealTokensBitwise) {
+  for (bool graphs : {true, false}) {
+    // With logits, submit() waits for its step (a pageable copy): the graph run checks the truly
+    // overlapped path by its tokens, the eager run every logit.
+    const bool logits = !graphs;
+    auto pipelined = make_tiny_cuda(graphs);
+    auto stepwise = make_tiny_cuda(graphs);
+    std::mt19937 rng(41);
+    BlockCounter blocks(kBlockSize);
+    std::vector<std::unique_ptr<TestSequence>> owned;
+    auto add = [&](int length) {
+      owned.push_back(std::make_unique<TestSequence>());
+      owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
+      owned.back()->blocks = blocks.take(length + 16);
+      return owned.back().get();
+    };
+    std::vector<TestSequence*> order = {add(5), add(17), add(30)};
+    const std::vector<int32_t> placeholder = {-1};
+    std::vector<TestSequence*> previous_order;  // the sample rows of the step in flight
+    StepResult expected, got;
+    for (int step = 0; step < 8; ++step) {
+      if (step == 3) order.push_back(add(20));  // a prompt joins: an eager mixed step
+      if (step > 0) std::reverse(order.begin(), order.end());
+      StepBatch real = testing::make_step(order, 4096, logits);
+      StepBatch fed = real;
+      for (size_t i = 0; i < order.size(); ++i) {
+        auto row = std::find(previous_order.begin(), previous_order.end(), order[i]);
+        if (row == previous_order.end()) continue;  // a new prompt: real ids
+        fed.sequences[i].tokens = placeholder;
+        fed.sequences[i].previous_sample_row = int32_t(row - previous_order.begin());
+      }
+      pipelined->submit(fed);
+      if (step > 0) {
+        pipelined->collect(got);
+        EXPECT_EQ(got.next_tokens, expected.next_tokens) << "graphs " << graphs << " step " << step;
+        EXPECT_EQ(got.logits, expected.logits) << "graphs " << graphs << " step " << step;
+      }
+      stepwise->forward(real, expected);
+      ASSERT_EQ(expected.next_tokens.size(), order.size());
+      testing::complete_step(order, real);
+      for (size_t i = 0; i < order.size(); ++i) order[i]->tokens.push_back(expected.next_tokens[i]);
+      previous_order = order;
+    }
+    pipelined->collect(got);
+    EXPECT_EQ(got.next_tokens, expected.next_tokens) << "graphs " << graphs << " last step";
+    EXPECT_EQ(got.logits, expected.logits) << "graphs " << graphs << " last step";
   }
 }
 

@@ -1,7 +1,7 @@
 // The engine loop's own CPU cost per step, outside the runner: scheduling, building the
 // StepBatch, dispatching each sampled token to its request, and (with HTTP) formatting SSE chunks
 // and handing them to the HTTP loop thread, which writes them to real sockets. Measured as the
-// engine thread's CPU time between forward() calls of a FakeRunner that does almost nothing; on a
+// engine thread's CPU time between the steps of a FakeRunner that does almost nothing; on a
 // GPU this is what a step costs on top of the forward pass unless it overlaps with it.
 // Run: build-x/tests/engine/engine_loop_bench (the CPU count and load of the machine matter:
 // with HTTP, the client threads compete with the engine for cores).
@@ -32,7 +32,7 @@ std::string prompt_json() {
 }
 
 // Waits for `steps` runner steps; returns the engine thread's CPU seconds per step (its work
-// between forward calls) and sets `wall_s` to the wall time per step.
+// between steps) and sets `wall_s` to the wall time per step.
 double measure_steps(const fakes::FakeRunner& runner, int64_t steps, double& wall_s) {
   int64_t start = runner.steps();
   int64_t cpu_start = runner.caller_cpu_ns_between_steps();

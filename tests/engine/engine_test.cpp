@@ -115,6 +115,33 @@ TEST(Engine, OutputDoesNotDependOnBatchingChunkingOrPreemption) {
   EXPECT_EQ(engine.metrics().time_to_first_token.count(), 24u);
 }
 
+TEST(Engine, NextStepIsSubmittedBeforeTheLastOnesTokensAreDelivered) {
+  // Step n+1 starts while step n's token is still undelivered, so at step i (i >= 1) the sink
+  // holds i - 1 tokens; and no step runs past max_tokens: prefill + 4 decodes for 5 tokens.
+  auto sink = std::make_shared<CollectingSink>();
+  std::mutex mutex;
+  std::vector<size_t> delivered_at_step;
+  fakes::FakeRunnerOptions watching;
+  watching.on_step = [&](const StepBatch&) {
+    std::lock_guard lock(mutex);
+    delivered_at_step.push_back(sink->tokens().size());
+  };
+  fakes::FakeRunner runner(watching);
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  EngineRequest r = request(prompt_of(4, 5), 5);
+  ASSERT_EQ(engine.submit(engine.new_request_id(), r, sink), Engine::Admission::kAccepted);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->tokens(), solo_tokens(r));
+  EXPECT_EQ(sink->outcome().completion_tokens, 5);
+  EXPECT_EQ(runner.steps(), 5);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(delivered_at_step.size(), 5u);
+  for (size_t i = 1; i < delivered_at_step.size(); ++i) {
+    EXPECT_EQ(delivered_at_step[i], i - 1) << "step " << i;
+  }
+}
+
 TEST(Engine, MinTokensSuppressesEosAndIgnoreEosRunsToMaxTokens) {
   fakes::FakeRunnerOptions eos_always;
   eos_always.eos_one_in = 1;  // EOS whenever it is allowed
@@ -133,6 +160,8 @@ TEST(Engine, MinTokensSuppressesEosAndIgnoreEosRunsToMaxTokens) {
   auto eos_at_once = run(0, false);
   EXPECT_EQ(eos_at_once->tokens(), std::vector<int32_t>{runner.eos_token()});
   EXPECT_EQ(eos_at_once->outcome().reason, FinishReason::kStop);
+  // The step after the EOS already ran for it (pipelining): its token is not counted.
+  EXPECT_EQ(eos_at_once->outcome().completion_tokens, 1);
   auto after_min = run(4, false);
   ASSERT_EQ(after_min->tokens().size(), 5u);
   EXPECT_EQ(after_min->tokens().back(), runner.eos_token());

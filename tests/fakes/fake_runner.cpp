@@ -39,7 +39,7 @@ void FakeRunner::allocate_kv_cache(int num_blocks, int block_size) {
   block_step_.assign(num_blocks, -1);
 }
 
-void FakeRunner::forward(const engine::StepBatch& batch, engine::StepResult& result) {
+void FakeRunner::compute(const engine::StepBatch& batch, engine::StepResult& result) {
   if (last_return_cpu_ns_ >= 0) caller_cpu_ns_ += thread_cpu_ns() - last_return_cpu_ns_;
   struct StampOnReturn {
     int64_t& stamp;

@@ -1,6 +1,6 @@
 // FakeRunner: a ModelRunner for tests and benchmarks of the serving layer, without any math.
 //
-// It keeps a real paged "KV cache" of token ids: forward() writes every fed token into the slot
+// It keeps a real paged "KV cache" of token ids: a step writes every fed token into the slot
 // its block table names and derives the next token from a hash of the whole context read back
 // through the block table (plus seed and `generated` when temperature > 0). So the output depends
 // on the context exactly as the paging delivers it: a wrong block table, a block shared by two
@@ -10,7 +10,8 @@
 //
 // Tokens are drawn from [0, vocab_size - 1); the last id is EOS, produced only when the hash
 // says so (eos_one_in) and never while suppressed. A step sleeps step_time + per_token_time
-// x tokens fed. forward() runs on one thread at a time; the counters may be read from any.
+// x tokens fed. Steps run inside submit() (SynchronousRunner: placeholders of the previous step's
+// samples arrive resolved), on one thread at a time; the counters may be read from any.
 // The sleep does not count as CPU: caller_cpu_ns_between_steps() measures the caller's own work.
 #pragma once
 
@@ -20,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/runner.h"
+#include "engine/synchronous_runner.h"
 
 namespace gpufrac::fakes {
 
@@ -35,11 +36,11 @@ struct FakeRunnerOptions {
   // false: hash only the last position's token (O(1) per sequence; for benchmarks, where hashing
   // the whole context would cost more than the engine being measured).
   bool hash_whole_context = true;
-  // Runs at the start of every forward() (tests use it to block a step or to throw).
+  // Runs at the start of every step (tests use it to block a step or to throw).
   std::function<void(const engine::StepBatch&)> on_step;
 };
 
-class FakeRunner : public engine::ModelRunner {
+class FakeRunner : public engine::SynchronousRunner {
  public:
   explicit FakeRunner(FakeRunnerOptions options = {});
 
@@ -50,15 +51,17 @@ class FakeRunner : public engine::ModelRunner {
     return options_.kv_bytes_per_token * uint64_t(block_size);
   }
   void allocate_kv_cache(int num_blocks, int block_size) override;
-  void forward(const engine::StepBatch& batch, engine::StepResult& result) override;
 
   int32_t eos_token() const { return config_.vocab_size - 1; }
   int64_t steps() const { return steps_.load(); }
   int64_t tokens_fed() const { return tokens_fed_.load(); }
   int max_sequences_in_step() const { return max_sequences_in_step_.load(); }
-  // CPU time the calling thread (the engine loop) spent between consecutive forward() calls:
+  // CPU time the calling thread (the engine loop) spent between consecutive steps:
   // the engine's own per-step work, unaffected by other load on the machine.
   int64_t caller_cpu_ns_between_steps() const { return caller_cpu_ns_.load(); }
+
+ protected:
+  void compute(const engine::StepBatch& batch, engine::StepResult& result) override;
 
  private:
   int32_t next_token(const engine::SequenceWork& work) const;

@@ -12,6 +12,7 @@
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/synchronous_runner.h"
 
 namespace gpufrac::engine {
 
@@ -40,7 +41,7 @@ uint64_t read_cgroup_number(const std::string& path) {
   }
 }
 
-class CpuModelRunner final : public ModelRunner {
+class CpuModelRunner final : public SynchronousRunner {
  public:
   CpuModelRunner(ModelWeights weights, int threads)
       : weights_(std::move(weights)), pool_(threads) {
@@ -81,7 +82,7 @@ class CpuModelRunner final : public ModelRunner {
     block_size_ = block_size;
   }
 
-  void forward(const StepBatch& batch, StepResult& result) override;
+  void compute(const StepBatch& batch, StepResult& result) override;
 
  private:
   struct LayerSmallWeights {  // fp32 copies
@@ -228,7 +229,7 @@ void CpuModelRunner::attention_block(int layer) {
   });
 }
 
-void CpuModelRunner::forward(const StepBatch& batch, StepResult& result) {
+void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
   validate(batch);
   result.next_tokens.clear();
   result.logits.clear();

@@ -9,8 +9,9 @@
 //   subtracted, logits only for rows that sample.
 // - Each output value is computed the same way whatever the batch, chunking or thread count, so
 //   a sequence's logits do not depend on what else shares its step.
-// - forward() validates the batch first (token ids, block tables, KV allocated) and throws
-//   RuntimeFailure without touching the cache when something is wrong.
+// - A step runs inside submit() (SynchronousRunner, synchronous_runner.h). It validates the
+//   batch first (token ids, block tables, KV allocated) and throws RuntimeFailure without
+//   touching the cache when something is wrong.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "common/error.h"
@@ -107,7 +108,10 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   final_hidden_ = DeviceBuffer(uint64_t(seqs * hidden * 2), "final hidden states");
   logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
   sampled_ = DeviceBuffer(uint64_t(seqs * 4), "sampled ids");
-  sampled_host_ = PinnedBuffer(uint64_t(seqs * 4), "sampled ids");
+  for (StepSlot& slot : slots_) {
+    slot.ids = PinnedBuffer(uint64_t(seqs * 4), "sampled ids");
+    GPUFRAC_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  }
 
   std::vector<double> inv_freq = rope_inverse_frequencies(c);
   std::vector<float> inv_freq_f32(inv_freq.begin(), inv_freq.end());
@@ -130,6 +134,9 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
 CudaRunner::~CudaRunner() {
   if (stream_) cudaStreamSynchronize(stream_);
   destroy_graphs();
+  for (StepSlot& slot : slots_) {
+    if (slot.done) cudaEventDestroy(slot.done);
+  }
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -149,7 +156,9 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) {
     throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
   }
+  if (outstanding_ > 0) throw std::logic_error("allocate_kv_cache while steps are outstanding");
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  previous_samples_ = 0;  // the graphs' warm-up runs overwrite sampled_
   destroy_graphs();
   inputs_.reset();
   kv_ = DeviceBuffer();
@@ -173,7 +182,9 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
 }
 
 void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
+  if (outstanding_ > 0) throw std::logic_error("set_kernels while steps are outstanding");
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  previous_samples_ = 0;  // the timing and warm-up runs overwrite sampled_
   destroy_graphs();
   options_.kernels = kernels;
   options_.kernels.gemv_max_tokens = std::clamp(kernels.gemv_max_tokens, 0, kGemvMaxTokens);
@@ -327,7 +338,8 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
       uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) * uint64_t(block_size_) * uint64_t(c.head_dim);
 
   mark("");
-  launch_embed(weights_.embed_tokens, a.token_ids, tokens, hidden, x, stream_);
+  launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
+               stream_);
   launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
                      act, stream_);
   mark("embed + norm");
@@ -460,13 +472,17 @@ std::vector<std::pair<std::string, double>> CudaRunner::profile_forward(const St
   return stages;
 }
 
-void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
+void CudaRunner::submit(const StepBatch& batch) {
   if (!inputs_) throw RuntimeFailure("forward: the KV cache is not allocated");
+  if (outstanding_ == 2) throw std::logic_error("submit: two steps are outstanding");
   int bucket = 0;
   if (!buckets_.empty() && StepInputs::fits_graph(batch, buckets_.back())) {
     bucket = bucket_for(int(batch.sequences.size()));
   }
-  PackedStep packed = inputs_->pack(batch, bucket);
+  // After a failure nothing may name the rows of sampled_, which may hold anything.
+  const int previous_samples = previous_samples_;
+  previous_samples_ = 0;
+  PackedStep packed = inputs_->pack(batch, bucket, previous_samples);
   inputs_->upload(stream_);
   if (bucket > 0 && !graphs_.empty() && !profiling_) {
     replay_decode_graph(bucket);
@@ -480,20 +496,34 @@ void CudaRunner::forward(const StepBatch& batch, StepResult& result) {
                   packed.num_seqs, max_queries},
                  packed.arrays);
   }
+  StepSlot& slot = slots_[(first_slot_ + outstanding_) % 2];
   const int samples = packed.real_samples;
   const int vocab = weights_.config().vocab_size;
-  GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(sampled_host_.data(), sampled_.data(), uint64_t(samples) * 4,
+  GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(slot.ids.data(), sampled_.data(), uint64_t(samples) * 4,
                                      cudaMemcpyDeviceToHost, stream_));
-  result.logits.clear();
+  slot.logits.clear();
   if (batch.return_logits) {
-    result.logits.resize(size_t(samples) * size_t(vocab));
-    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_.data(),
+    slot.logits.resize(size_t(samples) * size_t(vocab));
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(slot.logits.data(), logits_.data(),
                                        uint64_t(samples) * uint64_t(vocab) * 4,
                                        cudaMemcpyDeviceToHost, stream_));
   }
-  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const int32_t* ids = sampled_host_.as<int32_t>();
-  result.next_tokens.assign(ids, ids + samples);
+  GPUFRAC_CUDA_CHECK(cudaEventRecord(slot.done, stream_));
+  slot.samples = samples;
+  previous_samples_ = samples;
+  ++outstanding_;
+}
+
+void CudaRunner::collect(StepResult& result) {
+  if (outstanding_ == 0) throw std::logic_error("collect: no step is outstanding");
+  StepSlot& slot = slots_[first_slot_];
+  first_slot_ = (first_slot_ + 1) % 2;
+  --outstanding_;
+  GPUFRAC_CUDA_CHECK(cudaEventSynchronize(slot.done));
+  const int32_t* ids = slot.ids.as<int32_t>();
+  result.next_tokens.assign(ids, ids + slot.samples);
+  result.logits.swap(slot.logits);
+  slot.logits.clear();
 }
 
 bool cuda_device_usable() {

@@ -8,6 +8,12 @@
 // replay a CUDA graph captured per batch bucket (1, 2, 4, 8, 16, 24, 32, 48, 64, ...); other
 // batches sizes are padded up to the next bucket. Buckets are captured in allocate_kv_cache().
 //
+// Pipelining (runner.h): submit() packs and enqueues a step on the runner's stream and returns;
+// collect() waits on that step's event. A placeholder token is read by the embedding kernel from
+// the device buffer the previous step's sampler wrote, so the host never waits for it. Two
+// page-locked input buffers and two id buffers let step n+1 be packed while step n runs.
+// (return_logits copies to pageable memory, which makes that submit() wait for its step.)
+//
 // Memory: weights (uploaded once, device_weights.h) and activation buffers for
 // max_tokens_per_step / max_seqs_per_step are taken at construction; available_memory_bytes()
 // is then the driver's free memory (which honours MPS and preload caps) minus a reserve for the
@@ -69,8 +75,10 @@ class CudaRunner final : public ModelRunner {
   std::string device_name() const override;
   uint64_t available_memory_bytes() const override;
   uint64_t kv_block_bytes(int block_size) const override;
+  // Throws std::logic_error while steps are outstanding.
   void allocate_kv_cache(int num_blocks, int block_size) override;
-  void forward(const StepBatch& batch, StepResult& result) override;
+  void submit(const StepBatch& batch) override;
+  void collect(StepResult& result) override;
 
   // For tests and benchmarks.
   int sm_count() const { return sm_count_; }
@@ -81,6 +89,7 @@ class CudaRunner final : public ModelRunner {
   int bucket_for(int seqs) const;
   const CudaKernelChoice& kernels() const { return options_.kernels; }
   // Switches kernels (benchmarks compare them in one process); re-captures the decode graphs.
+  // No step may be outstanding, and the next one may not take placeholders.
   void set_kernels(const CudaKernelChoice& kernels);
   // Runs `batch` once eagerly (no graph) with an event after every stage and returns the GPU
   // milliseconds per stage name (summed over layers), in order of first appearance. The step's
@@ -91,6 +100,13 @@ class CudaRunner final : public ModelRunner {
   void replay_decode_graph(int bucket);
 
  private:
+  // A submitted step until collect(): where its ids land and when they are there.
+  struct StepSlot {
+    PinnedBuffer ids;            // int32 [seqs]: the sampled ids, copied back
+    cudaEvent_t done = nullptr;  // recorded after the step's copies
+    int samples = 0;             // real sampled rows
+    std::vector<float> logits;   // [samples x vocab] when the batch asked for logits
+  };
   struct StepShape {
     int tokens = 0;
     int samples = 0;
@@ -132,10 +148,15 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer attention_partials_;
   DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
   DeviceBuffer logits_;         // fp32 [seqs][vocab]
-  DeviceBuffer sampled_;        // int32 [seqs]
+  DeviceBuffer sampled_;        // int32 [seqs]: the last step's samples (placeholders read it)
   DeviceBuffer inv_freq_;       // fp32 [head_dim / 2]
-  PinnedBuffer sampled_host_;   // int32 [seqs]
   int64_t partial_floats_ = 0;
+
+  // Outstanding steps: a ring of two slots.
+  StepSlot slots_[2];
+  int first_slot_ = 0;
+  int outstanding_ = 0;
+  int previous_samples_ = 0;  // rows in sampled_ that the next step's placeholders may name
 
   // KV pool and what depends on its shape.
   DeviceBuffer kv_;

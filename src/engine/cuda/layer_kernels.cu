@@ -9,9 +9,12 @@ namespace gpufrac::engine {
 
 namespace {
 
-__global__ void embed_kernel(const bf16* embed, const int32_t* token_ids, int hidden, float* x) {
+__global__ void embed_kernel(const bf16* embed, const int32_t* token_ids,
+                             const int32_t* previous_samples, int hidden, float* x) {
   int t = blockIdx.x;
-  const bf16* row = embed + int64_t(token_ids[t]) * hidden;
+  int32_t id = token_ids[t];
+  if (id < 0) id = previous_samples[-1 - id];
+  const bf16* row = embed + int64_t(id) * hidden;
   float* out = x + int64_t(t) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[i] = __bfloat162float(row[i]);
 }
@@ -166,10 +169,11 @@ bool head_dim_supported(int head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-void launch_embed(const bf16* embed, const int32_t* token_ids, int tokens, int hidden, float* x,
-                  cudaStream_t stream) {
+void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* previous_samples,
+                  int tokens, int hidden, float* x, cudaStream_t stream) {
   if (tokens == 0) return;
-  embed_kernel<<<tokens, norm_threads(hidden), 0, stream>>>(embed, token_ids, hidden, x);
+  embed_kernel<<<tokens, norm_threads(hidden), 0, stream>>>(embed, token_ids, previous_samples,
+                                                            hidden, x);
   GPUFRAC_LAUNCH_CHECK();
 }
 

@@ -16,9 +16,10 @@
 
 namespace gpufrac::engine {
 
-// x[t][:] = embed[token_ids[t]][:] in fp32.
-void launch_embed(const bf16* embed, const int32_t* token_ids, int tokens, int hidden, float* x,
-                  cudaStream_t stream);
+// x[t][:] = embed[id][:] in fp32, id = token_ids[t], or previous_samples[-1 - token_ids[t]] for
+// a negative entry (a placeholder for a token the previous step sampled, step_inputs.h).
+void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* previous_samples,
+                  int tokens, int hidden, float* x, cudaStream_t stream);
 
 // For each output row r, with input row i = row_index ? row_index[r] : r:
 //   v = x[i] + addend[i] (no addend when addend.data is null)

@@ -62,7 +62,8 @@ StepInputs::StepInputs(const StepLimits& limits) : limits_(limits) {
   int max_suppressed = limits.max_seqs * kMaxSuppressedPerSeq;
   uint64_t bytes = layout(limits.max_tokens, limits.max_seqs, limits.max_seqs, max_suppressed)
                        .end(limits.max_seqs, limits.max_table_width);
-  host_ = PinnedBuffer(bytes, "step inputs");
+  host_[0] = PinnedBuffer(bytes, "step inputs");
+  host_[1] = PinnedBuffer(bytes, "step inputs");
   device_ = DeviceBuffer(bytes, "step inputs");
 }
 
@@ -75,7 +76,7 @@ bool StepInputs::fits_graph(const StepBatch& batch, int rows) {
   return true;
 }
 
-void StepInputs::validate(const StepBatch& batch) const {
+void StepInputs::validate(const StepBatch& batch, int previous_samples) const {
   if (batch.sequences.empty()) throw RuntimeFailure("forward: the batch has no sequences");
   if (int(batch.sequences.size()) > limits_.max_seqs) {
     throw RuntimeFailure("forward: " + std::to_string(batch.sequences.size()) +
@@ -91,7 +92,13 @@ void StepInputs::validate(const StepBatch& batch) const {
     if (s.start_position < 0) throw RuntimeFailure(sequence_label(i) + " has a negative start");
     tokens += int64_t(s.tokens.size());
     suppressed += int64_t(s.sampling.suppressed_ids.size());
-    for (int32_t id : s.tokens) {
+    if (s.previous_sample_row >= previous_samples) {
+      throw RuntimeFailure(sequence_label(i) + " takes its last token from sample row " +
+                           std::to_string(s.previous_sample_row) + " of the previous step, " +
+                           "which sampled " + std::to_string(previous_samples) + " rows");
+    }
+    const size_t real_ids = s.tokens.size() - (s.previous_sample_row >= 0 ? 1 : 0);
+    for (int32_t id : s.tokens.first(real_ids)) {
       if (id < 0 || id >= limits_.vocab_size) {
         throw RuntimeFailure(sequence_label(i) + ": token id " + std::to_string(id) +
                              " is outside the vocabulary [0, " +
@@ -130,8 +137,8 @@ void StepInputs::validate(const StepBatch& batch) const {
   }
 }
 
-PackedStep StepInputs::pack(const StepBatch& batch, int padded_rows) {
-  validate(batch);
+PackedStep StepInputs::pack(const StepBatch& batch, int padded_rows, int previous_samples) {
+  validate(batch, previous_samples);
   if (padded_rows > 0 && !fits_graph(batch, padded_rows)) {
     throw RuntimeFailure("forward: internal error: a step padded to a graph bucket must be a "
                          "pure decode step that fits it");
@@ -161,7 +168,8 @@ PackedStep StepInputs::fill(const StepBatch* batch, int padded_rows) {
     suppressed_capacity = padded_rows * kGraphSuppressedPerRow;
   }
   Layout l = layout(tokens, seqs, samples, suppressed_capacity);
-  unsigned char* h = host_.as<unsigned char>();
+  current_ = 1 - current_;
+  unsigned char* h = host_[current_].as<unsigned char>();
   auto at = [&](uint64_t offset) { return reinterpret_cast<int32_t*>(h + offset); };
   int32_t *token_ids = at(l.token_ids), *positions = at(l.positions), *slots = at(l.slot_mapping);
   int32_t *token_seq = at(l.token_seq), *token_context = at(l.token_context);
@@ -206,7 +214,8 @@ PackedStep StepInputs::fill(const StepBatch* batch, int padded_rows) {
     seq_context[si] = context;
     for (size_t j = 0; j < s.tokens.size(); ++j, ++token) {
       int position = s.start_position + int(j);
-      token_ids[token] = s.tokens[j];
+      const bool placeholder = s.previous_sample_row >= 0 && j + 1 == s.tokens.size();
+      token_ids[token] = placeholder ? -1 - s.previous_sample_row : s.tokens[j];
       positions[token] = position;
       slots[token] = table[position / limits_.block_size] * limits_.block_size +
                      position % limits_.block_size;
@@ -269,7 +278,7 @@ StepArrays StepInputs::bucket_arrays(int rows) const {
 }
 
 void StepInputs::upload(cudaStream_t stream) const {
-  GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(device_.data(), host_.data(), used_bytes_,
+  GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(device_.data(), host_[current_].data(), used_bytes_,
                                      cudaMemcpyHostToDevice, stream));
 }
 

@@ -11,8 +11,12 @@
 // write no K/V (slot -1), attend to nothing (context 0) and sample greedily; their outputs are
 // dropped.
 //
-// Not thread-safe. pack() must not run while the previous upload() is in flight (the runner
-// synchronises at the end of every step).
+// A placeholder token (SequenceWork::previous_sample_row = r, runner.h) is packed as the id
+// -1 - r: the embedding kernel reads the previous step's sampled id of row r on the device.
+//
+// Not thread-safe. pack() alternates between two page-locked buffers, so a step can be packed
+// while the previous step's upload waits on the stream; the upload of the step packed two packs
+// earlier must have completed (the runner collects a step before packing the one after next).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,25 +61,28 @@ class StepInputs {
   static bool fits_graph(const StepBatch& batch, int rows);
   // Validates `batch` against the limits (throws RuntimeFailure naming the first problem, before
   // anything is written) and lays it out; `padded_rows` > 0 pads a pure decode step to that many
-  // rows with the bucket layout.
-  PackedStep pack(const StepBatch& batch, int padded_rows);
+  // rows with the bucket layout. `previous_samples`: the rows the previous step sampled, which
+  // placeholders may name.
+  PackedStep pack(const StepBatch& batch, int padded_rows, int previous_samples);
   // A padded decode layout of `rows` rows that are all padding: warms a bucket up before its
   // graph is captured.
   PackedStep pack_padding(int rows);
   // The device arrays of a padded decode layout of `rows` rows, without packing anything: what a
   // graph for that bucket is captured with.
   StepArrays bucket_arrays(int rows) const;
+  // Copies the last packed step to the device buffer (asynchronous on `stream`).
   void upload(cudaStream_t stream) const;
 
  private:
   struct Layout;
   static Layout layout(int tokens, int seqs, int samples, int suppressed);
   StepArrays arrays_at(const Layout& layout) const;
-  void validate(const StepBatch& batch) const;
+  void validate(const StepBatch& batch, int previous_samples) const;
   PackedStep fill(const StepBatch* batch, int padded_rows);
 
   StepLimits limits_;
-  PinnedBuffer host_;
+  PinnedBuffer host_[2];  // alternate packs
+  int current_ = 0;       // the buffer of the last pack
   DeviceBuffer device_;
   uint64_t used_bytes_ = 0;
 };
