@@ -10,6 +10,10 @@ Scheduler::Scheduler(SchedulerConfig config, KvBlockAllocator& allocator)
   if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0) {
     throw std::invalid_argument("Scheduler needs max_num_seqs > 0 and max_num_batched_tokens > 0");
   }
+  if (config_.max_tokens_with_decodes != 0 &&
+      config_.max_tokens_with_decodes < config_.max_num_seqs) {
+    throw std::invalid_argument("Scheduler needs max_tokens_with_decodes 0 or >= max_num_seqs");
+  }
   running_.reserve(config_.max_num_seqs);
   output_.chunks.reserve(config_.max_num_seqs);
 }
@@ -40,6 +44,11 @@ const SchedulerOutput& Scheduler::schedule() {
       plan(s, 1);
     }
     ++i;
+  }
+  // A step that decodes takes prompt tokens only up to the smaller budget.
+  if (output_.num_batched_tokens > 0 && config_.max_tokens_with_decodes > 0) {
+    budget_left_ = std::min<int64_t>(
+        budget_left_, config_.max_tokens_with_decodes - output_.num_batched_tokens);
   }
   // 2. Prompt chunks of running sequences (new prompts being chunked, or recomputes).
   for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {

@@ -1,5 +1,6 @@
 // Scheduler: continuous batching in the style of vLLM v1. Every step has a token budget
-// (max_num_batched_tokens) and a cap on running sequences (max_num_seqs). A step is planned as:
+// (max_num_batched_tokens, or the smaller max_tokens_with_decodes once the step carries a
+// decode) and a cap on running sequences (max_num_seqs). A step is planned as:
 //   1. running sequences that decode (one known token left to feed), oldest first;
 //   2. running sequences still in their prompt, oldest first, each a chunk of at most the
 //      remaining budget (chunked prefill: a long prompt cannot stall everyone's decode);
@@ -28,6 +29,10 @@ namespace gpufrac::engine {
 struct SchedulerConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
+  // Budget of a step that carries at least one decode, decodes included (0: the same as
+  // max_num_batched_tokens). Smaller, it cuts prompts into chunks while others decode, so a
+  // decode never waits behind a step of whole prompts; it must be at least max_num_seqs.
+  int max_tokens_with_decodes = 0;
 };
 
 struct ScheduledChunk {

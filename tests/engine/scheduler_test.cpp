@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 namespace gpufrac::engine {
 namespace {
@@ -118,6 +119,29 @@ TEST(Scheduler, DecodesGoFirstAndPromptsTakeTheRestOfTheBudget) {
     EXPECT_EQ(out.chunks[4].num_tokens, 60);
     EXPECT_EQ(out.num_batched_tokens, 64);
   }
+}
+
+TEST(Scheduler, StepsWithDecodesCutPromptsToTheirSmallerBudget) {
+  Harness h(256, 16,
+            {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_tokens_with_decodes = 16});
+  h.add(30, 50);
+  h.add(30, 50);
+  EXPECT_EQ(h.step().num_batched_tokens, 60);  // no decode yet: the full budget
+  Sequence* late = h.add(40, 4);
+  std::vector<int64_t> chunks;
+  for (int i = 0; i < 3; ++i) {
+    const SchedulerOutput& out = h.step();
+    ASSERT_EQ(out.chunks.size(), 3u);
+    EXPECT_EQ(out.chunks[0].num_tokens, 1);
+    EXPECT_EQ(out.chunks[1].num_tokens, 1);
+    EXPECT_EQ(out.chunks[2].sequence, late);
+    chunks.push_back(out.chunks[2].num_tokens);
+  }
+  EXPECT_EQ(chunks, (std::vector<int64_t>{14, 14, 12}));
+  EXPECT_THROW(Scheduler({.max_num_seqs = 8, .max_num_batched_tokens = 64,
+                          .max_tokens_with_decodes = 4},
+                         h.allocator),
+               std::invalid_argument);
 }
 
 TEST(Scheduler, MaxNumSeqsCapsTheRunningBatch) {

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Predicts `gpufrac bench` at ISL 2048 / OSL 256 against `gpufrac serve --device cuda` (qwen3-4b)
+from the step times measured on the H200, for several scheduler policies: a closed-loop
+simulation of the engine's scheduler (src/engine/scheduler.cpp: decodes first, then prompt
+chunks FCFS within the step's token budget) with a cost model of each step.
+
+Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, 2026-11-29):
+- pure decode step of D sequences: the decode graph of D's bucket (measured at context 2048);
+- step with P prompt tokens and D decodes (eager, no graph): linear layers at D + P tokens
+  (cuBLAS, engine-facts.md) + the decode step's non-linear part (graph - its linear layers)
+  + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 36.0 ms
+  prefill of 2048 tokens spends outside the linear layers and the eager overhead) + the eager
+  launch overhead;
+- plus the engine's CPU time per step where it is not overlapped with the GPU (version 3: the
+  ITL at c=1 minus the batch-1 graph; version 4: 0, steps are pipelined).
+Run: python3 tests/gpu/serve/schedule_model.py  (prints one table; --help for the knobs)
+"""
+import argparse
+import bisect
+import statistics
+
+# Measured (engine-h200.md): decode graph GPU ms at context 2048, by batch bucket.
+DECODE_GRAPH_MS = {1: 3.252, 2: 3.573, 4: 4.067, 8: 4.019, 16: 4.692, 32: 6.590, 64: 9.654}
+BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64]
+# cuBLAS alone for all linear layers of Qwen3-4B (engine-facts.md), ms by token count.
+LINEAR_MS = [(1, 2.64), (32, 2.74), (128, 2.84), (256, 3.80), (2048, 22.7)]
+PREFILL_2048_MS = 36.01  # engine-h200.md, eager forward() of one 2048-token prompt
+ISL, OSL = 2048, 256
+
+
+def interpolate(points, x):
+    xs = [p[0] for p in points]
+    i = min(max(bisect.bisect_left(xs, x), 1), len(points) - 1)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def decode_graph_ms(d):
+    bucket = next(b for b in BUCKETS if b >= d)
+    if bucket in DECODE_GRAPH_MS:
+        return DECODE_GRAPH_MS[bucket]
+    return interpolate(sorted(DECODE_GRAPH_MS.items()), bucket)
+
+
+class Model:
+    def __init__(self, eager_ms, cpu_ms):
+        self.eager_ms = eager_ms
+        self.cpu_ms = cpu_ms
+        linear = interpolate(LINEAR_MS, ISL)
+        self.prompt_ms_per_token = (PREFILL_2048_MS - linear - eager_ms) / ISL
+
+    def step_ms(self, decodes, prompt_tokens):
+        if prompt_tokens == 0:
+            return decode_graph_ms(decodes) + self.cpu_ms
+        decode_rest = decode_graph_ms(decodes) - interpolate(LINEAR_MS, decodes) if decodes else 0
+        return (interpolate(LINEAR_MS, decodes + prompt_tokens) + decode_rest +
+                prompt_tokens * self.prompt_ms_per_token + self.eager_ms + self.cpu_ms)
+
+
+def simulate(model, concurrency, budget, budget_with_decodes):
+    """One measured run point of `gpufrac bench` (src/bench: closed loop, max(40, 10 c) requests,
+    all c clients start at once, each sends its next request when its last one ends). Returns
+    (output tok/s over first request sent .. last response end, TTFT p50 ms, ITL p50 ms)."""
+    requests = max(40, 10 * concurrency)
+    now = 0.0
+    waiting = [0.0] * concurrency  # arrival times, FCFS
+    issued = concurrency
+    running = []  # dicts in arrival order
+    done = []
+    while len(done) < requests:
+        decodes = [r for r in running if r["prompt_left"] == 0]
+        left = budget - len(decodes)
+        if decodes and budget_with_decodes:
+            left = min(left, budget_with_decodes - len(decodes))
+        chunks = []
+        for r in running:
+            if r["prompt_left"] > 0 and left > 0:
+                n = min(r["prompt_left"], left)
+                chunks.append((r, n))
+                left -= n
+        while waiting and left > 0:
+            r = {"arrival": waiting.pop(0), "prompt_left": ISL, "generated": 0, "first": None}
+            running.append(r)
+            n = min(ISL, left)
+            chunks.append((r, n))
+            left -= n
+        now += model.step_ms(len(decodes), sum(n for _, n in chunks))
+        for r, n in chunks:
+            r["prompt_left"] -= n
+            if r["prompt_left"] == 0:
+                r["first"] = now
+                r["generated"] = 1
+        for r in decodes:
+            r["generated"] += 1
+        for r in [r for r in running if r["generated"] >= OSL]:
+            running.remove(r)
+            done.append((r["arrival"], r["first"], now))
+            if issued < requests:
+                waiting.append(now)
+                issued += 1
+    ttft = statistics.median(first - arrival for arrival, first, _ in done)
+    itl = statistics.median((end - first) / (OSL - 1) for _, first, end in done)
+    return OSL * requests / now * 1e3, ttft, itl
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--eager-ms", type=float, default=0.5,
+                        help="launch overhead of a step run without a graph (ms)")
+    parser.add_argument("--cpu-ms-v3", type=float, default=3.47 - 3.252,
+                        help="engine CPU per step not overlapped in version 3 (ms)")
+    args = parser.parse_args()
+    policies = [
+        ("v3: budget 8192, serial CPU", Model(args.eager_ms, args.cpu_ms_v3), 8192, 0),
+        ("v4: budget 8192, pipelined", Model(args.eager_ms, 0.0), 8192, 0),
+        ("v4: + 2048 with decodes", Model(args.eager_ms, 0.0), 8192, 2048),
+        ("v4: + 1024 with decodes", Model(args.eager_ms, 0.0), 8192, 1024),
+        ("v4: + 512 with decodes", Model(args.eager_ms, 0.0), 8192, 512),
+        ("v4: + 288 with decodes", Model(args.eager_ms, 0.0), 8192, 288),
+    ]
+    print(f"eager overhead {args.eager_ms} ms/step, v3 CPU {args.cpu_ms_v3:.3f} ms/step; "
+          "c: output tok/s, TTFT p50 ms, ITL p50 ms")
+    for name, model, budget, with_decodes in policies:
+        cells = []
+        for c in (1, 2, 4, 8, 16, 32):
+            tok, ttft, itl = simulate(model, c, budget, with_decodes)
+            cells.append(f"c={c}: {tok:5.0f} {ttft:6.1f} {itl:5.2f}")
+        print(f"{name:30s} " + " | ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
