@@ -126,16 +126,18 @@ struct Variant {
   CudaKernelChoice kernels;
 };
 
-// fast: the default fast paths; simple-attention: fast GEMV, simple attention; cublas: fast
-// attention, cuBLASLt for every GEMM; simple: the first version's kernels.
+// fast: the default fast paths; serial: the same kernels launched one after the other (no
+// overlapped launches); simple-attention: fast GEMV, simple attention; cublas: fast attention,
+// cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
+  if (name == "serial") return {name, {AttentionKernels::kFast, fast.gemv_max_tokens, false}};
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, simple-attention, cublas, simple)");
+                   "' (use fast, serial, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -159,9 +161,10 @@ int bench_main(int argc, char** argv) {
       .option("prefill", "N", "tokens of the timed prefill", "2048")
       .option("iterations", "N", "timed repetitions per point", "50")
       .option("variants", "LIST",
-              "kernel sets to time, the first is the headline: fast, simple-attention (fast GEMV, "
-              "simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version 1)",
-              "fast,simple-attention,cublas,simple")
+              "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
+              "overlapped launches), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "attention, cuBLASLt GEMMs), simple (version 1)",
+              "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
       .option("json", "FILE", "write every number here", "")
@@ -331,7 +334,9 @@ int bench_main(int argc, char** argv) {
       }
       Stats gpu = summarize(gpu_ms), wall = summarize(wall_ms);
       Json& row = decode_rows[bi];
-      row["variants"][variant.name] = {{"graph_gpu_ms", gpu.median}, {"forward_wall_ms", wall.median}};
+      row["variants"][variant.name] = {{"graph_gpu_ms", gpu.median},
+                                       {"forward_wall_ms", wall.median},
+                                       {"overlapped_launches", runner.overlapped_launches()}};
       if (vi == 0) {
         row["graph_gpu_ms"] = gpu.median;
         row["graph_gpu_ms_p10"] = gpu.p10;

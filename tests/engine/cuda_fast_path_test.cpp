@@ -2,7 +2,8 @@
 // on fresh random inputs with every output poisoned first (NaN bytes), so an unwritten or
 // mis-indexed element fails:
 // - the weight-streaming GEMV (gemv.h) against cuBLASLt, every token count 1..8, bf16 and fp32
-//   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise;
+//   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise; a
+//   chain of GEMVs launched overlapped (kernel_launch.cuh) against the same chain launched plainly;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
 //   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
@@ -149,6 +150,46 @@ void check_gemv_silu_mul(int n, int k, uint32_t seed) {
 TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
   check_gemv_silu_mul(9728, 2560, 7);  // Qwen3-4B gate|up
   check_gemv_silu_mul(1001, 776, 8);   // odd features and chunks
+}
+
+// A chain of GEMVs, each reading the previous one's output as x and overwriting the buffer the
+// one before it read (the runner's pattern), launched overlapped (kernel_launch.cuh): every link
+// must wait for its predecessor before reading x or writing y, so the chain ends bit for bit
+// where the plainly launched chain does. The buffers are poisoned (NaN) before each run, so a
+// link that read x early would see NaN or the other run's values.
+TEST(CudaFastPathGemv, OverlappedChainEqualsPlainChain) {
+  constexpr int kLinks = 12, kDim = 2048;
+  std::mt19937 rng(11);
+  std::vector<DeviceBuffer> weights;
+  for (int i = 0; i < kLinks; ++i) {
+    std::vector<uint16_t> w = random_bf16(size_t(kDim) * kDim, rng, 0.02f);
+    weights.push_back(upload(w.data(), w.size() * 2));
+  }
+  std::vector<uint16_t> x0 = random_bf16(size_t(kGemvMaxTokens) * kDim, rng, 1.0f);
+  DeviceBuffer input = upload(x0.data(), x0.size() * 2);
+  DeviceBuffer act[2] = {DeviceBuffer(size_t(kGemvMaxTokens) * kDim * 2, "chain"),
+                         DeviceBuffer(size_t(kGemvMaxTokens) * kDim * 2, "chain")};
+  cudaStream_t stream = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto run = [&](int m, bool overlap) {
+    for (DeviceBuffer& b : act) GPUFRAC_CUDA_CHECK(cudaMemsetAsync(b.data(), 0xff, b.bytes(), stream));
+    const bf16* x = input.as<bf16>();
+    for (int i = 0; i < kLinks; ++i) {
+      bf16* y = act[i % 2].as<bf16>();
+      launch_gemv(x, weights[size_t(i)].as<bf16>(), y, true, m, kDim, kDim, stream, overlap);
+      x = y;
+    }
+    GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return download<uint16_t>(act[(kLinks - 1) % 2], size_t(m) * kDim);
+  };
+  for (int m : {1, 2, 4}) {
+    std::vector<uint16_t> plain = run(m, false), overlapped = run(m, true);
+    EXPECT_EQ(plain, overlapped) << "m=" << m;
+    std::vector<float> values = bf16_to_floats(plain);
+    EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
+        << "m=" << m;
+  }
+  cudaStreamDestroy(stream);
 }
 
 // --- Attention ----------------------------------------------------------------------------

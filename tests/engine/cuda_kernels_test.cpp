@@ -1,6 +1,7 @@
 // GPU tests (label gpu) of single CUDA-runner parts: the on-GPU preset generator (bit-identical to
 // the host's) and the GPU sampler's distribution (greedy ties, suppression, temperature, top-k,
-// top-p), checked against exact probabilities computed here.
+// top-p), checked against exact probabilities computed here; every batch is also sampled with
+// the split scan, which must pick the same ids as one block per row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,7 +102,9 @@ struct RowParams {
   std::vector<int32_t> suppressed;
 };
 
-// Uploads `rows` rows of logits with their parameters and returns the sampled ids.
+// Uploads `rows` rows of logits with their parameters and returns the sampled ids. Samples
+// every batch twice, with one block per row and with the split scan (gpu_sampler.h), which must
+// pick the same ids.
 std::vector<int32_t> sample(const std::vector<float>& logits, int vocab,
                             const std::vector<RowParams>& rows) {
   const int n = int(rows.size());
@@ -136,10 +139,15 @@ std::vector<int32_t> sample(const std::vector<float>& logits, int vocab,
       static_cast<const int32_t*>(put(suppressed_start.data(), suppressed_start.size() * 4));
   a.suppressed_ids =
       static_cast<const int32_t*>(put(suppressed_ids.data(), suppressed_ids.size() * 4));
-  DeviceBuffer out(size_t(n) * 4, "sampled");
+  DeviceBuffer out(size_t(n) * 4, "sampled"), split_out(size_t(n) * 4, "sampled (split)");
+  DeviceBuffer scratch(sampler_split_scratch_bytes(n), "sampler scratch");
   launch_sampler(d_logits, n, vocab, a, out.as<int32_t>(), nullptr);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
+  launch_sampler(d_logits, n, vocab, a, split_out.as<int32_t>(), nullptr, scratch.data());
+  std::vector<int32_t> ids(static_cast<size_t>(n)), split_ids(static_cast<size_t>(n));
   GPUFRAC_CUDA_CHECK(cudaMemcpy(ids.data(), out.data(), size_t(n) * 4, cudaMemcpyDeviceToHost));
+  GPUFRAC_CUDA_CHECK(
+      cudaMemcpy(split_ids.data(), split_out.data(), size_t(n) * 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(ids, split_ids) << "the split scan picked other ids than one block per row";
   return ids;
 }
 

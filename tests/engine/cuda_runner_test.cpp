@@ -275,6 +275,49 @@ TEST(CudaRunner, FactoryHonoursTheEngineLimits) {
   EXPECT_EQ(result.next_tokens.size(), 1u);
 }
 
+// Overlapped launches (kernel_launch.cuh) change when kernels start, never what they compute:
+// a runner with them and one without must agree bit for bit, on tiny (simple attention) and on
+// tiny widened to head_dim 128 (flash prefill, tiled decode attention and the split merge).
+TEST(CudaRunner, OverlappedLaunchesEqualPlainLaunchesBitwise) {
+  ModelConfig wide = *find_preset("tiny");
+  wide.name = "tiny-head-dim-128";
+  wide.head_dim = 128;
+  const ModelWeights wide_weights = generate_random_weights(wide, kSeed, 0);
+  for (const ModelWeights* weights : {&tiny_weights(), &wide_weights}) {
+    std::unique_ptr<CudaRunner> runners[2];
+    for (int overlap = 0; overlap < 2; ++overlap) {
+      CudaRunnerOptions options;
+      options.max_model_len = 4096;
+      options.kernels.overlap_launches = overlap == 1;
+      runners[overlap] = std::make_unique<CudaRunner>(DeviceWeights::upload(*weights), options);
+      runners[overlap]->allocate_kv_cache(kNumBlocks, kBlockSize);
+    }
+    std::printf("%s: overlapped launches %s\n", weights->config.name.c_str(),
+                runners[1]->overlapped_launches() ? "on" : "off (refused or before sm_90)");
+    EXPECT_FALSE(runners[0]->overlapped_launches());
+    std::mt19937 rng(17);
+    BlockCounter blocks(kBlockSize);
+    std::vector<std::unique_ptr<TestSequence>> owned;
+    std::vector<TestSequence*> all;
+    for (int length : {40, 3, 70}) {  // two prompts take the flash kernel (>= 16 rows)
+      owned.push_back(std::make_unique<TestSequence>());
+      owned.back()->tokens = random_prompt(rng, length, weights->config.vocab_size);
+      owned.back()->blocks = blocks.take(length + 16);
+      all.push_back(owned.back().get());
+    }
+    for (int step = 0; step < 10; ++step) {
+      StepBatch batch = testing::make_step(all, 4096, true);
+      StepResult plain, overlapped;
+      runners[0]->forward(batch, plain);
+      runners[1]->forward(batch, overlapped);
+      EXPECT_EQ(plain.next_tokens, overlapped.next_tokens) << weights->config.name << " step " << step;
+      EXPECT_EQ(plain.logits, overlapped.logits) << weights->config.name << " step " << step;
+      testing::complete_step(all, batch);
+      for (size_t i = 0; i < all.size(); ++i) all[i]->tokens.push_back(plain.next_tokens[i]);
+    }
+  }
+}
+
 TEST(CudaRunner, RejectsInvalidBatchesAndKeepsWorking) {
   CudaRunnerOptions options;
   options.max_model_len = 4096;

@@ -5,6 +5,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
 
@@ -34,6 +35,8 @@ __device__ __forceinline__ void load_vector(const bf16* src, float out[kPerLane]
 
 template <int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionParams p) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   constexpr int kHeadDim = kPerLane * 32;
   __shared__ float s_max[kWarps][kMaxGroup];
   __shared__ float s_sum[kWarps][kMaxGroup];
@@ -153,6 +156,8 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 // Merges the splits of one (row, head): weights 2^(lse_z - max lse).
 // `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
 __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   if (flash_min_queries > 0 &&
       row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
     return;
@@ -177,9 +182,8 @@ __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) 
 }  // namespace
 
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
-  combine_splits_kernel<<<dim3(p.rows, p.num_heads), std::min(p.head_dim, 128), 0, stream>>>(
-      p, flash_min_queries);
-  GPUFRAC_LAUNCH_CHECK();
+  launch_kernel(combine_splits_kernel, dim3(p.rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
+                0, stream, p.overlap, p, flash_min_queries);
 }
 
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {

@@ -56,6 +56,9 @@ struct AttentionParams {
   float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
+  // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
+  // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
+  bool overlap = false;
 };
 
 // Sequences with at least this many query rows in a step take the flash (prefill) kernel.

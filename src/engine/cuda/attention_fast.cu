@@ -8,6 +8,7 @@
 #include "engine/cuda/attention_internal.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
 
@@ -124,6 +125,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row
 // columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_kernel(AttentionParams p) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
   constexpr int kSteps = kHeadDim / 16;  // k-steps of Q K^T
@@ -297,6 +300,8 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
 // end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(AttentionParams p) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
   constexpr int kSteps = kHeadDim / 16;
@@ -474,12 +479,11 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   GPUFRAC_CUDA_CHECK(raised);
   if (flash) {
     dim3 grid(p.num_seqs, p.num_heads, (p.max_queries + kFlashRows - 1) / kFlashRows);
-    flash_prefill_kernel<kHeadDim><<<grid, kThreads, kShared, stream>>>(p);
-    GPUFRAC_LAUNCH_CHECK();
+    launch_kernel(flash_prefill_kernel<kHeadDim>, grid, dim3(kThreads), kShared, stream, p.overlap,
+                  p);
   }
-  decode_attention_kernel<kHeadDim>
-      <<<dim3(p.rows, p.num_kv_heads, p.splits), kThreads, kShared, stream>>>(p);
-  GPUFRAC_LAUNCH_CHECK();
+  launch_kernel(decode_attention_kernel<kHeadDim>, dim3(p.rows, p.num_kv_heads, p.splits),
+                dim3(kThreads), kShared, stream, p.overlap, p);
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }
 

@@ -63,6 +63,8 @@ std::string CudaKernelChoice::describe() const {
   } else {
     text += ", cuBLASLt only";
   }
+  if (overlap_launches) text += ", overlapped launches";
+  if (split_sampler) text += ", split sampler";
   return text;
 }
 
@@ -81,6 +83,7 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
       cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   cudaDeviceProp props{};
   GPUFRAC_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
+  compute_major_ = props.major;
   device_label_ = "cuda:" + std::to_string(device_) + " (" + props.name + ", " +
                   std::to_string(sm_count_) + " SMs usable, " + format_bytes(props.totalGlobalMem) +
                   ")";
@@ -107,6 +110,7 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
       "attention split partials");
   final_hidden_ = DeviceBuffer(uint64_t(seqs * hidden * 2), "final hidden states");
   logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
+  sampler_scratch_ = DeviceBuffer(sampler_split_scratch_bytes(int(seqs)), "sampler scratch");
   sampled_ = DeviceBuffer(uint64_t(seqs * 4), "sampled ids");
   for (StepSlot& slot : slots_) {
     slot.ids = PinnedBuffer(uint64_t(seqs * 4), "sampled ids");
@@ -125,10 +129,12 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   for (int b : kBucketCandidates) {
     if (b <= largest) buckets_.push_back(b);
   }
+  choose_launch_overlap();
   time_linear_kernels();
   log_info("cuda runner: ", c.name, " on ", device_label_, ", weights ",
            format_bytes(weights_.bytes()), ", ", format_bytes(available_memory_bytes()),
-           " left for the KV cache; ", options_.kernels.describe());
+           " left for the KV cache; ", options_.kernels.describe(),
+           overlap_ || !options_.kernels.overlap_launches ? "" : " (not supported here: off)");
 }
 
 CudaRunner::~CudaRunner() {
@@ -177,8 +183,41 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
   limits.block_size = block_size;
   limits.num_blocks = num_blocks;
   inputs_ = std::make_unique<StepInputs>(limits);
-  if (options_.use_graphs) capture_graphs();
+  if (options_.use_graphs) {
+    try {
+      capture_graphs();
+    } catch (const RuntimeFailure& e) {
+      if (!overlap_) throw;
+      // A driver that launches overlapped kernels eagerly but cannot capture them: capture the
+      // graphs without (eager steps then stop overlapping too, so both paths stay alike).
+      log_warn("cuda runner: capturing decode graphs with overlapped launches failed (", e.what(),
+               "); capturing them without");
+      cudaGetLastError();
+      destroy_graphs();
+      overlap_ = false;
+      capture_graphs();
+    }
+  }
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaRunner::choose_launch_overlap() {
+  overlap_ = false;
+  if (!options_.kernels.overlap_launches || compute_major_ < 9) return;
+  // Two overlapped GEMVs on scratch buffers (nothing is live yet): the second depends on the
+  // first programmatically.
+  const ModelConfig& c = weights_.config();
+  try {
+    for (int i = 0; i < 2; ++i) {
+      launch_gemv(activations_.as<bf16>(), weights_.layers[0].o_proj, gemm_out_.data(), false, 1,
+                  c.hidden_size, c.q_width(), stream_, true);
+    }
+    GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    overlap_ = true;
+  } catch (const RuntimeFailure& e) {
+    cudaGetLastError();
+    log_warn("cuda runner: overlapped kernel launches refused (", e.what(), "); launching plainly");
+  }
 }
 
 void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
@@ -188,6 +227,7 @@ void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
   destroy_graphs();
   options_.kernels = kernels;
   options_.kernels.gemv_max_tokens = std::clamp(kernels.gemv_max_tokens, 0, kGemvMaxTokens);
+  choose_launch_overlap();
   time_linear_kernels();
   if (inputs_ && options_.use_graphs) capture_graphs();
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -241,7 +281,7 @@ void CudaRunner::time_linear_kernels() {
   for (int m = 1; m <= most_tokens; ++m) {
     for (const Shape& s : shapes) {
       float gemv = time_ms([&] {
-        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
+        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_, overlap_);
       });
       float cublas = time_ms([&] {
         gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
@@ -249,7 +289,7 @@ void CudaRunner::time_linear_kernels() {
       gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
     }
     float fused = time_ms([&] {
-      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_);
+      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
     });
     float separate = time_ms([&] {
       gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
@@ -273,7 +313,7 @@ void CudaRunner::time_linear_kernels() {
 void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
                         int k) {
   if (prefers_gemv(tokens, n, k, false)) {
-    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_);
+    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_, overlap_);
   } else {
     gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
   }
@@ -341,7 +381,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
                stream_);
   launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
-                     act, stream_);
+                     act, stream_, overlap_);
   mark("embed + norm");
   const int splits =
       attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
@@ -370,6 +410,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     rope.q_out = queries_.as<bf16>();
     rope.k_cache = k_cache;
     rope.v_cache = v_cache;
+    rope.overlap = overlap_;
     launch_qkv_rope_kv(rope, stream_);
     mark("q/k norm + rope + kv write");
 
@@ -395,17 +436,18 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.partial_out = attention_partials_.as<float>();
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
     attn.out = act;
+    attn.overlap = overlap_;
     launch_paged_attention(attn, stream_);
     mark("attention");
 
     linear(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width);
     mark("o linear");
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
-                       eps, act, stream_);
+                       eps, act, stream_, overlap_);
     mark("add + rmsnorm");
     if (prefers_gemv(tokens, inter, hidden, true)) {
       bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_);
+      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_);
       mark("gate|up linear + silu * mul");
       linear(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
     } else {
@@ -418,19 +460,19 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     mark("down linear");
     if (l + 1 < c.num_layers) {
       launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
-                         weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_);
+                         weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_, overlap_);
       mark("add + rmsnorm");
     }
   }
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
   launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
-                     weights_.final_norm, eps, final_hidden, stream_);
+                     weights_.final_norm, eps, final_hidden, stream_, overlap_);
   mark("add + rmsnorm");
   linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size, hidden);
   mark("lm_head");
   launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
-                 stream_);
+                 stream_, options_.kernels.split_sampler ? sampler_scratch_.data() : nullptr);
   mark("sampler");
 }
 

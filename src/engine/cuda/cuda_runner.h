@@ -45,13 +45,18 @@
 namespace gpufrac::engine {
 
 // Which kernels the forward pass uses: the fast paths (flash/tiled attention, attention.h; the
-// weight-streaming GEMV for small token counts, gemv.h) or the simple ones they are checked
-// against. GPUFRAC_CUDA_SIMPLE=1 in the environment selects the simple ones everywhere, so a
-// broken fast kernel cannot block a run.
+// weight-streaming GEMV for small token counts, gemv.h; overlapped launches, kernel_launch.cuh)
+// or the simple ones they are checked against. GPUFRAC_CUDA_SIMPLE=1 in the environment selects
+// the simple ones everywhere, so a broken fast kernel cannot block a run.
 struct CudaKernelChoice {
   AttentionKernels attention = AttentionKernels::kFast;
   int gemv_max_tokens = 4;  // linear layers with at most this many tokens use the GEMV; 0: never
-  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0}; }
+  // The layer kernels start while their predecessor finishes (programmatic dependent launch;
+  // used on sm_90 and later where the driver accepts it, else ignored).
+  bool overlap_launches = true;
+  // Greedy and plain temperature rows are sampled by a scan split across the GPU (gpu_sampler.h).
+  bool split_sampler = true;
+  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false}; }
   static CudaKernelChoice from_environment();
   std::string describe() const;
 };
@@ -88,6 +93,9 @@ class CudaRunner final : public ModelRunner {
   // The bucket a pure decode step of `seqs` sequences runs in; 0 if none holds it.
   int bucket_for(int seqs) const;
   const CudaKernelChoice& kernels() const { return options_.kernels; }
+  // Whether the layer kernels are launched overlapped (kernels().overlap_launches where the
+  // device and driver support it).
+  bool overlapped_launches() const { return overlap_; }
   // Switches kernels (benchmarks compare them in one process); re-captures the decode graphs.
   // No step may be outstanding, and the next one may not take placeholders.
   void set_kernels(const CudaKernelChoice& kernels);
@@ -126,6 +134,8 @@ class CudaRunner final : public ModelRunner {
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   void capture_graphs();
+  // Decides overlap_ for options_.kernels: sm_90 or later, and a probe launch is accepted.
+  void choose_launch_overlap();
   // Records an event ending stage `stage` while profile_forward() runs; otherwise nothing.
   void mark(const char* stage);
   void destroy_graphs();
@@ -134,6 +144,8 @@ class CudaRunner final : public ModelRunner {
   CudaRunnerOptions options_;
   int device_ = 0;
   int sm_count_ = 0;
+  int compute_major_ = 0;
+  bool overlap_ = false;  // launch the layer kernels overlapped (kernel_launch.cuh)
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
@@ -148,6 +160,7 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer attention_partials_;
   DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
   DeviceBuffer logits_;         // fp32 [seqs][vocab]
+  DeviceBuffer sampler_scratch_;  // the split sampler's per-slice winners
   DeviceBuffer sampled_;        // int32 [seqs]: the last step's samples (placeholders read it)
   DeviceBuffer inv_freq_;       // fp32 [head_dim / 2]
   int64_t partial_floats_ = 0;

@@ -2,6 +2,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
 
@@ -37,7 +38,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
 // outputs silu(gate) * up for f0, f0+1 (bf16). Thread t dots chunks t, t + 128, ... of each row
 // with the same chunks of every x row (loaded once for all rows), kRows x kUnroll weight loads
-// in flight; warps are summed through shared memory.
+// in flight; warps are summed through shared memory. The first batch of weight loads is issued
+// before waiting for the previous kernel (kernel_launch.cuh), which wrote x.
 template <int kM, bool kSilu>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf16* w, void* y,
                                                         bool y_bf16, int n, int k) {
@@ -62,8 +64,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
 #pragma unroll
     for (int m = 0; m < kM; ++m) acc[r][m] = 0.0f;
   }
-  for (int c0 = tid; c0 < chunks; c0 += kThreads * kUnroll) {
-    uint4 wv[kRows][kUnroll];
+  constexpr int kStride = kThreads * kUnroll;  // chunks per row one pass of the block covers
+  uint4 wv[kRows][kUnroll];
+  auto load_weights = [&](int c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kThreads;
@@ -72,6 +75,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
         wv[r][u] = c < chunks && row_ok[r] ? load_streaming(w_row[r] + c) : make_uint4(0, 0, 0, 0);
       }
     }
+  };
+  load_weights(tid);  // weights only: legal before the previous kernel has finished
+  wait_for_previous_grid();
+  allow_next_grid_launch();
+  for (int c0 = tid; c0 < chunks; c0 += kStride) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kThreads;
@@ -84,6 +92,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
         }
       }
     }
+    if (c0 + kStride < chunks) load_weights(c0 + kStride);
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -120,15 +129,15 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
 
 template <int kM, bool kSilu>
 void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-              cudaStream_t stream) {
+              cudaStream_t stream, bool overlap) {
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
-  gemv_kernel<kM, kSilu><<<(n + kOutputs - 1) / kOutputs, kThreads, 0, stream>>>(x, w, y, y_bf16,
-                                                                                  n, k);
+  launch_kernel(gemv_kernel<kM, kSilu>, dim3((n + kOutputs - 1) / kOutputs), dim3(kThreads), 0,
+                stream, overlap, x, w, y, y_bf16, n, k);
 }
 
 template <bool kSilu>
 void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n,
-            int k, cudaStream_t stream) {
+            int k, cudaStream_t stream, bool overlap) {
   if (m == 0 || n == 0) return;
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (m < 0 || m > kGemvMaxTokens || k % 8 != 0 || misaligned(x) || misaligned(w) ||
@@ -137,14 +146,14 @@ void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16
                        "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
   }
   switch (m) {
-    case 1: launch_m<1, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 2: launch_m<2, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 3: launch_m<3, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 4: launch_m<4, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 5: launch_m<5, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 6: launch_m<6, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    case 7: launch_m<7, kSilu>(x, w, y, y_bf16, n, k, stream); break;
-    default: launch_m<8, kSilu>(x, w, y, y_bf16, n, k, stream); break;
+    case 1: launch_m<1, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 2: launch_m<2, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 3: launch_m<3, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 4: launch_m<4, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 5: launch_m<5, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 6: launch_m<6, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 7: launch_m<7, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    default: launch_m<8, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
   }
   GPUFRAC_LAUNCH_CHECK();
 }
@@ -152,13 +161,13 @@ void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16
 }  // namespace
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                 cudaStream_t stream) {
-  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream);
+                 cudaStream_t stream, bool overlap) {
+  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream, overlap);
 }
 
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          cudaStream_t stream) {
-  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream);
+                          cudaStream_t stream, bool overlap) {
+  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream, overlap);
 }
 
 }  // namespace gpufrac::engine

@@ -8,7 +8,9 @@
 // bandwidth.
 //
 // Requirements (checked): k a multiple of 8; x, W and y 16-byte aligned. Asynchronous on
-// `stream`, legal inside CUDA graph capture.
+// `stream`, legal inside CUDA graph capture. With `overlap` the kernel is launched to overlap
+// the previous kernel (kernel_launch.cuh): its blocks load their first weights while that kernel
+// finishes and read x only after it completed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,12 +22,12 @@ namespace gpufrac::engine {
 constexpr int kGemvMaxTokens = 8;
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                 cudaStream_t stream);
+                 cudaStream_t stream, bool overlap = false);
 
 // The gate|up projection with SiLU * mul fused: w_gate_up is [2n][k] (gate rows, then up rows);
 // y[m][n] (bf16) = silu(x W_gate^T) * (x W_up^T), both products kept in fp32 until the result.
 // Same requirements as launch_gemv.
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          cudaStream_t stream);
+                          cudaStream_t stream, bool overlap = false);
 
 }  // namespace gpufrac::engine

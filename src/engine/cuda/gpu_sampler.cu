@@ -1,5 +1,6 @@
 #include "engine/cuda/gpu_sampler.h"
 
+#include <algorithm>
 #include <cfloat>
 
 #include "engine/cuda/cuda_check.h"
@@ -10,6 +11,9 @@ namespace gpufrac::engine {
 namespace {
 
 constexpr int kThreads = 1024;
+constexpr int kSplitThreads = 256;  // per block of the split scan
+constexpr int kMaxSplits = 128;     // vocabulary slices per row
+constexpr int kMinSliceIds = 1024;
 constexpr int kSharedSuppressed = 64;
 constexpr float kGreedyBelow = 1e-5f;  // as the CPU sampler
 // Top-p histogram: z within kWindow of the max, kBins bins per pass (two passes).
@@ -56,6 +60,30 @@ struct Best {
   float value;
   int index;
 };
+
+// The row's draw key (temperature draws only): with the id it fixes the id's Gumbel noise.
+__device__ __forceinline__ uint64_t draw_key(const StepArrays& a, int r) {
+  return mix64(mix64(a.seed[r] + 0x9e3779b97f4a7c15ull) ^ uint64_t(a.generated[r]));
+}
+
+// The score an allowed id (z = scaled_logit > -inf) competes with: z itself (greedy), or z plus
+// Gumbel noise from (row key, id), whose argmax is a draw from softmax(z).
+__device__ __forceinline__ float draw_score(float z, bool greedy, uint64_t row_key, int i) {
+  if (greedy) return z;
+  uint64_t bits = mix64(row_key + uint64_t(i + 1) * 0x9e3779b97f4a7c15ull);
+  float u = (float(bits >> 40) + 0.5f) * 0x1.0p-24f;  // in (0, 1)
+  return z - logf(-logf(u));
+}
+
+// Greedy rows and temperature rows without top-k / top-p: every allowed id competes, so the
+// vocabulary can be scanned in independent slices.
+__device__ __forceinline__ bool row_is_separable(const StepArrays& a, int r, int vocab) {
+  const float temperature = a.temperature[r];
+  if (!(temperature >= kGreedyBelow)) return true;
+  const int top_k = a.top_k[r];
+  const float top_p = a.top_p[r];
+  return !(top_k > 0 && top_k < vocab) && !(top_p > 0 && top_p < 1);
+}
 
 __device__ __forceinline__ bool better(Best a, Best b) {
   return a.value > b.value || (a.value == b.value && a.index < b.index);
@@ -225,8 +253,42 @@ __device__ TopP top_p_cut(const Row& row, uint32_t threshold_k, float top_p, flo
   return cut;
 }
 
+// Split scan: block (r, slice) takes the best score of row r's ids in its slice of the
+// vocabulary (Best{-inf, INT_MAX} when none is allowed) for sampler_kernel to merge. Rows that
+// need the whole vocabulary at once (top-k / top-p) are left to sampler_kernel.
+__global__ void __launch_bounds__(kSplitThreads) split_scan_kernel(const float* logits, int vocab,
+                                                                   StepArrays a, Best* slices) {
+  __shared__ int32_t s_suppressed[kSharedSuppressed];
+  __shared__ Best s_best[32];
+  const int r = blockIdx.x, slice = blockIdx.y;
+  if (!row_is_separable(a, r, vocab)) return;  // uniform over the block
+  const int suppressed_begin = a.suppressed_start[r];
+  const int num_suppressed = a.suppressed_start[r + 1] - suppressed_begin;
+  for (int j = threadIdx.x; j < min(num_suppressed, kSharedSuppressed); j += blockDim.x) {
+    s_suppressed[j] = a.suppressed_ids[suppressed_begin + j];
+  }
+  __syncthreads();
+  const float temperature = a.temperature[r];
+  const bool greedy = !(temperature >= kGreedyBelow);
+  Row row{logits + int64_t(r) * vocab, vocab, greedy ? 1.0f : 1.0f / temperature, s_suppressed,
+          a.suppressed_ids + suppressed_begin, num_suppressed};
+  const uint64_t row_key = greedy ? 0 : draw_key(a, r);
+  const int per_slice = (vocab + gridDim.y - 1) / gridDim.y;
+  const int begin = slice * per_slice, end = min(vocab, begin + per_slice);
+  Best best{-INFINITY, INT_MAX};
+  for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float z = scaled_logit(row, i);
+    if (!(z > -INFINITY)) continue;
+    Best candidate{draw_score(z, greedy, row_key, i), i};
+    if (better(candidate, best)) best = candidate;
+  }
+  best = block_argmax(best, s_best);
+  if (threadIdx.x == 0) slices[int64_t(r) * gridDim.y + slice] = best;
+}
+
 __global__ void __launch_bounds__(kThreads) sampler_kernel(const float* logits, int vocab,
-                                                           StepArrays a, int32_t* out_tokens) {
+                                                           StepArrays a, int32_t* out_tokens,
+                                                           const Best* slices, int num_slices) {
   __shared__ int32_t s_suppressed[kSharedSuppressed];
   __shared__ uint32_t s_hist[256];
   __shared__ float s_mass[kBins];
@@ -235,6 +297,16 @@ __global__ void __launch_bounds__(kThreads) sampler_kernel(const float* logits, 
   __shared__ int s_state[2];
 
   const int r = blockIdx.x;
+  if (slices != nullptr && row_is_separable(a, r, vocab)) {  // merge the split scan's winners
+    Best best{-INFINITY, INT_MAX};
+    for (int j = threadIdx.x; j < num_slices; j += blockDim.x) {
+      const Best candidate = slices[int64_t(r) * num_slices + j];
+      if (better(candidate, best)) best = candidate;
+    }
+    best = block_argmax(best, s_best);
+    if (threadIdx.x == 0) out_tokens[r] = best.index == INT_MAX ? -1 : best.index;
+    return;
+  }
   const int suppressed_begin = a.suppressed_start[r];
   const int num_suppressed = a.suppressed_start[r + 1] - suppressed_begin;
   for (int j = threadIdx.x; j < min(num_suppressed, kSharedSuppressed); j += blockDim.x) {
@@ -259,14 +331,13 @@ __global__ void __launch_bounds__(kThreads) sampler_kernel(const float* logits, 
       use_top_p = true;
       cut = top_p_cut(row, threshold_k, top_p, s_mass, s_scratch, s_state);
     }
-    row_key = mix64(mix64(a.seed[r] + 0x9e3779b97f4a7c15ull) ^ uint64_t(a.generated[r]));
+    row_key = draw_key(a, r);
   }
 
   Best best{-INFINITY, INT_MAX};
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
     float z = scaled_logit(row, i);
     if (!(z > -INFINITY)) continue;
-    float score = z;
     if (!greedy) {
       if (order_key(z) < threshold_k) continue;
       if (use_top_p) {
@@ -275,22 +346,35 @@ __global__ void __launch_bounds__(kThreads) sampler_kernel(const float* logits, 
         int bin = bin_of(d);
         if (bin > cut.bin || (bin == cut.bin && sub_bin_of(d, bin) > cut.sub_bin)) continue;
       }
-      uint64_t bits = mix64(row_key + uint64_t(i + 1) * 0x9e3779b97f4a7c15ull);
-      float u = (float(bits >> 40) + 0.5f) * 0x1.0p-24f;  // in (0, 1)
-      score = z - logf(-logf(u));  // Gumbel: argmax is a draw from softmax(z)
     }
-    if (better(Best{score, i}, best)) best = Best{score, i};
+    const Best candidate{draw_score(z, greedy, row_key, i), i};
+    if (better(candidate, best)) best = candidate;
   }
   best = block_argmax(best, s_best);
   if (threadIdx.x == 0) out_tokens[r] = best.index == INT_MAX ? -1 : best.index;
 }
 
+int num_slices(int vocab) {
+  return std::max(1, std::min(kMaxSplits, (vocab + kMinSliceIds - 1) / kMinSliceIds));
+}
+
 }  // namespace
 
+uint64_t sampler_split_scratch_bytes(int rows) {
+  return uint64_t(std::max(rows, 1)) * kMaxSplits * sizeof(Best);
+}
+
 void launch_sampler(const float* logits, int rows, int vocab, const StepArrays& arrays,
-                    int32_t* out_tokens, cudaStream_t stream) {
+                    int32_t* out_tokens, cudaStream_t stream, void* split_scratch) {
   if (rows == 0) return;
-  sampler_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, arrays, out_tokens);
+  Best* slices = static_cast<Best*>(split_scratch);
+  const int splits = num_slices(vocab);
+  if (slices != nullptr) {
+    split_scan_kernel<<<dim3(rows, splits), kSplitThreads, 0, stream>>>(logits, vocab, arrays,
+                                                                        slices);
+    GPUFRAC_LAUNCH_CHECK();
+  }
+  sampler_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, arrays, out_tokens, slices, splits);
   GPUFRAC_LAUNCH_CHECK();
 }
 

@@ -11,6 +11,11 @@
 //   argmax z_i - log(-log u_i), u_i a uniform hashed from (seed, generated, i). So no sort, and
 //   a request's draw depends only on its own logits, seed and step.
 // - Rows whose every id is excluded yield -1.
+// With a split scratch buffer, rows that need no top-k / top-p threshold (greedy, or a plain
+// temperature draw: the bench's case) are scanned by many blocks at once (each a slice of the
+// vocabulary, then one block merges the slices' winners) instead of by one block per row, which
+// at batch 1 leaves all but one SM idle for the whole scan. The result is the same id: the same
+// score per id, the same tie rule.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,8 +27,10 @@
 namespace gpufrac::engine {
 
 // logits: [rows][vocab] fp32; parameters per row from `arrays` (temperature, top_k, top_p, seed,
-// generated, suppressed ids); writes out_tokens[rows].
+// generated, suppressed ids); writes out_tokens[rows]. `split_scratch`: null (one block per
+// row), or sampler_split_scratch_bytes(rows) bytes of device memory for the split scan.
 void launch_sampler(const float* logits, int rows, int vocab, const StepArrays& arrays,
-                    int32_t* out_tokens, cudaStream_t stream);
+                    int32_t* out_tokens, cudaStream_t stream, void* split_scratch = nullptr);
+uint64_t sampler_split_scratch_bytes(int rows);
 
 }  // namespace gpufrac::engine

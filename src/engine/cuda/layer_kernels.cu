@@ -4,6 +4,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
+#include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
 
@@ -11,6 +12,8 @@ namespace {
 
 __global__ void embed_kernel(const bf16* embed, const int32_t* token_ids,
                              const int32_t* previous_samples, int hidden, float* x) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   int t = blockIdx.x;
   int32_t id = token_ids[t];
   if (id < 0) id = previous_samples[-1 - id];
@@ -22,6 +25,8 @@ __global__ void embed_kernel(const bf16* embed, const int32_t* token_ids,
 __global__ void add_rmsnorm_kernel(float* x, GemmOutput addend, const int32_t* row_index,
                                    int hidden, const float* weight, float eps, bf16* out) {
   __shared__ float scratch[32];
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   int r = blockIdx.x;
   int64_t in_row = row_index ? row_index[r] : r;
   float* xr = x + in_row * hidden;
@@ -50,6 +55,8 @@ template <int kVec>
 __global__ void add_rmsnorm_vec_kernel(float* x, const float* addend, const int32_t* row_index,
                                        int hidden, const float* weight, float eps, bf16* out) {
   __shared__ float scratch[32];
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   const int r = blockIdx.x;
   const int64_t in_row = row_index ? row_index[r] : r;
   const int n4 = hidden / 4;
@@ -92,6 +99,8 @@ __global__ void add_rmsnorm_vec_kernel(float* x, const float* addend, const int3
 // rotate-half partner of dim i < head_dim / 2 is i + head_dim / 2, which sits in lane l ^ 16.
 template <int kPerLane>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
+  wait_for_previous_grid();
+  allow_next_grid_launch();
   constexpr int kHeadDim = kPerLane * 32;
   int lane = threadIdx.x & 31;
   int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -179,7 +188,7 @@ void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* pr
 
 void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
                         int hidden, const float* weight, float eps, bf16* out,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool overlap) {
   if (rows == 0) return;
   constexpr int kVec = 4;
   auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
@@ -188,13 +197,12 @@ void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_i
       aligned(addend.data, 16) && aligned(weight, 16) && aligned(out, 8)) {
     const int per_thread = (hidden / 4 + kVec - 1) / kVec;
     const int threads = (per_thread + 31) / 32 * 32;
-    add_rmsnorm_vec_kernel<kVec><<<rows, threads, 0, stream>>>(
-        x, static_cast<const float*>(addend.data), row_index, hidden, weight, eps, out);
+    launch_kernel(add_rmsnorm_vec_kernel<kVec>, dim3(rows), dim3(threads), 0, stream, overlap, x,
+                  static_cast<const float*>(addend.data), row_index, hidden, weight, eps, out);
   } else {
-    add_rmsnorm_kernel<<<rows, norm_threads(hidden), 0, stream>>>(x, addend, row_index, hidden,
-                                                                  weight, eps, out);
+    launch_kernel(add_rmsnorm_kernel, dim3(rows), dim3(norm_threads(hidden)), 0, stream, overlap,
+                  x, addend, row_index, hidden, weight, eps, out);
   }
-  GPUFRAC_LAUNCH_CHECK();
 }
 
 void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
@@ -202,14 +210,14 @@ void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
   constexpr int kWarps = 4;
   int jobs = p.num_heads + 2 * p.num_kv_heads;
   dim3 grid(p.tokens, (jobs + kWarps - 1) / kWarps);
+  const dim3 block(kWarps * 32);
   switch (p.head_dim) {
-    case 32: qkv_rope_kv_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 64: qkv_rope_kv_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 128: qkv_rope_kv_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 256: qkv_rope_kv_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 32: launch_kernel(qkv_rope_kv_kernel<1>, grid, block, 0, stream, p.overlap, p); break;
+    case 64: launch_kernel(qkv_rope_kv_kernel<2>, grid, block, 0, stream, p.overlap, p); break;
+    case 128: launch_kernel(qkv_rope_kv_kernel<4>, grid, block, 0, stream, p.overlap, p); break;
+    case 256: launch_kernel(qkv_rope_kv_kernel<8>, grid, block, 0, stream, p.overlap, p); break;
     default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
   }
-  GPUFRAC_LAUNCH_CHECK();
 }
 
 void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf16* out,

@@ -5,7 +5,9 @@
 // loses nothing between layers), GEMM inputs are bf16, GEMM outputs arrive as GemmOutput (bf16,
 // fp32 or split-K fp32 partials). The KV cache of one layer is [blocks][kv_heads][block_size]
 // [head_dim] bf16 for K and the same for V; a token's slot is block * block_size + offset.
-// All launchers are asynchronous on `stream` and check the launch.
+// All launchers are asynchronous on `stream` and check the launch. Those with an `overlap` flag
+// can launch their kernel to overlap the previous kernel on the stream (kernel_launch.cuh); every
+// kernel here waits for its predecessor before reading anything and lets its successor launch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,7 +29,7 @@ void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* pr
 //   out[r] = bf16(v / sqrt(mean(v^2) + eps) * weight)
 void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
                         int hidden, const float* weight, float eps, bf16* out,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool overlap = false);
 
 struct QkvRopeParams {
   GemmOutput qkv;                    // [tokens][q_width + 2 kv_width]: q | k | v
@@ -46,6 +48,7 @@ struct QkvRopeParams {
   bf16* q_out = nullptr;    // [tokens][num_heads][head_dim]
   bf16* k_cache = nullptr;  // this layer's K pool
   bf16* v_cache = nullptr;  // this layer's V pool
+  bool overlap = false;     // launch to overlap the previous kernel (kernel_launch.cuh)
 };
 // q, k: (+ bias) -> per-head RMSNorm (if given) -> rotate-half RoPE; v: (+ bias). q goes to
 // q_out, k and v to the cache slot of their token.

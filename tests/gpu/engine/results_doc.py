@@ -113,8 +113,9 @@ def main():
     names = list(p.get("variants", {}).keys())
     if len(names) > 1:
         w("\n## Kernel variants in the same run (GPU ms; fast = the default kernels)\n")
-        w("Variants: fast (all fast paths), simple-attention (fast GEMV, simple attention), "
-          "cublas (fast attention, cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
+        w("Variants: fast (all fast paths), serial (the fast kernels without overlapped "
+          "launches), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
+          "cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
         w("| point | " + " | ".join(names) + " |")
         w("|---|" + "---|" * len(names))
         for r in b["decode"]:
