@@ -292,7 +292,7 @@ TEST(CudaRunner, OverlappedLaunchesEqualPlainLaunchesBitwise) {
       runners[overlap] = std::make_unique<CudaRunner>(DeviceWeights::upload(*weights), options);
       runners[overlap]->allocate_kv_cache(kNumBlocks, kBlockSize);
     }
-    std::printf("%s: overlapped launches %s\n", weights->config.name.c_str(),
+    std::printf("overlapped launches (%s): %s\n", weights->config.name.c_str(),
                 runners[1]->overlapped_launches() ? "on" : "off (refused or before sm_90)");
     EXPECT_FALSE(runners[0]->overlapped_launches());
     std::mt19937 rng(17);
