@@ -3,7 +3,8 @@
 // request's sink, finishing requests on their stop rules. It owns the KV block allocator and the
 // scheduler; the runner (and its KV memory, allocated here once) is borrowed and must outlive it.
 //
-// Thread-safety: submit(), cancel(), metrics() and the accessors may be called from any thread.
+// Thread-safety: submit(), cancel(), stop_request(), metrics() and the accessors may be called
+// from any thread (stop_request() also from a sink's on_token).
 // Sinks are called on the engine thread only, in order (tokens, then exactly one on_finish), and
 // must not block: they hand bytes to an HTTP response and return.
 #pragma once
@@ -83,6 +84,10 @@ class Engine {
   // Cancels a request wherever it is (waiting, running, not yet picked up); its blocks are freed
   // and its sink gets on_finish(kCancelled). Unknown or finished ids are ignored.
   void cancel(uint64_t id);
+  // Finishes a request as kStop before its next step (the server found a stop string in its
+  // text): its blocks are freed and its sink gets on_finish(kStop). A sink may call it from
+  // on_token. Unknown or finished ids are ignored.
+  void stop_request(uint64_t id);
 
   const ModelConfig& model_config() const { return runner_.config(); }
   const EngineOptions& options() const { return options_; }
@@ -114,10 +119,17 @@ class Engine {
   Scheduler scheduler_;
   EngineMetrics metrics_;
 
-  std::mutex mutex_;  // guards incoming_, cancels_, stopping_
+  // A request to end early: cancel() (kCancelled) or stop_request() (kStop).
+  struct EarlyFinish {
+    uint64_t id;
+    FinishReason reason;
+  };
+  void finish_early(uint64_t id, FinishReason reason);
+
+  std::mutex mutex_;  // guards incoming_, early_finishes_, stopping_
   std::condition_variable wake_;
   std::vector<Pending> incoming_;
-  std::vector<uint64_t> cancels_;
+  std::vector<EarlyFinish> early_finishes_;
   bool stopping_ = false;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int64_t> scheduler_waiting_{0};  // published by the loop for submit()'s queue cap
@@ -126,7 +138,7 @@ class Engine {
   // Loop-thread state, reused every step.
   std::unordered_map<uint64_t, Active> active_;
   std::vector<Pending> incoming_local_;
-  std::vector<uint64_t> cancels_local_;
+  std::vector<EarlyFinish> early_finishes_local_;
   StepBatch batch_;
   StepResult result_;
 };

@@ -30,6 +30,13 @@ if(GPUFRAC_HAVE_CUDA)
                              SERVE_DEVICE="cuda" SERVE_MEMORY_BUDGET="auto")
 endif()
 
+# Text in, text out on the real Qwen3 tokenizer (scripts/install-deps): request parsing for text
+# prompts, chat and /tokenize, and GeneratedText (unit); the server's text endpoints over sockets
+# on a fake runner, and Engine::stop_request (integration).
+gpufrac_test(engine_text_unit_test LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_request_test.cpp
+  LIBS gpufrac_engine)
+
 # Benchmarks (performance targets, not run by CI): the scheduler step's CPU cost.
 find_package(benchmark QUIET)
 if(benchmark_FOUND)
