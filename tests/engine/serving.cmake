@@ -40,6 +40,10 @@ gpufrac_test(engine_text_unit_test LABEL unit
 gpufrac_test(engine_text_server_test LABEL integration
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_server_test.cpp
   LIBS gpufrac_engine gpufrac_fake_runner)
+# The official `openai` npm client against `gpufrac serve --model tiny` (node, scripts/install-deps).
+gpufrac_test(engine_openai_client_test LABEL integration TIMEOUT 300
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/openai_client_test.cpp
+  LIBS gpufrac_tokenizer)
 
 # Benchmarks (performance targets, not run by CI): the scheduler step's CPU cost.
 find_package(benchmark QUIET)
