@@ -11,7 +11,11 @@ void fail(std::string message, std::string param, int status) {
 std::string describe(const Json& value) {
   if (value.is_structured()) return value.is_array() ? "an array" : "an object";
   std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  if (text.size() > 40) {
+    size_t cut = 40;  // on a character boundary: the message must stay valid UTF-8
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "...";
+  }
   return text;
 }
 

@@ -29,8 +29,8 @@ struct RequestInvalid {
 
 [[noreturn]] void fail(std::string message, std::string param, int status = 400);
 
-// A value for an error message: scalars as JSON (cut short), containers by type name only
-// (dumping a deeply nested array would recurse without bound).
+// A value for an error message: scalars as JSON (cut short, on a character boundary), containers
+// by type name only (dumping a deeply nested array would recurse without bound).
 std::string describe(const Json& value);
 
 // The body as a JSON object (fails for invalid JSON or another type).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <variant>
 
@@ -14,6 +15,7 @@
 #include "engine/completion_request.h"
 #include "engine/generated_text.h"
 #include "engine/tokenize_request.h"
+#include "fuzz_request_corpus.h"
 #include "served_tokenizer_support.h"
 
 namespace gpufrac::testing {
@@ -320,6 +322,72 @@ TEST(TextRequest, TokenizeAndDetokenizeReplies) {
           {R"({"tokens":[1],"model":3})", 400, "model", "string"},
       },
       [](const std::string& body) { return error_of(engine::detokenize_reply(body, limits(served_qwen3()))); });
+}
+
+// A valid body of one of the text endpoints (chat, text completion, tokenize, detokenize).
+std::string valid_text_body(std::mt19937& rng, int endpoint) {
+  static const char* kTexts[] = {"Hello", "Grüße 世界 😀", "<|im_start|>user\n", "a\\nb", "  x  "};
+  auto text = [&] { return std::string("\"") + kTexts[rng() % std::size(kTexts)] + "\""; };
+  std::string common = ",\"max_tokens\":" + std::to_string(1 + rng() % 8) +
+                       (rng() % 2 ? ",\"stop\":[" + text() + "," + text() + "]" : "") +
+                       (rng() % 2 ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}" : "");
+  switch (endpoint) {
+    case 0:
+      return "{\"model\":\"tiny\",\"messages\":[{\"role\":\"system\",\"content\":" + text() +
+             "},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":" + text() + "}]}]" +
+             common + "}";
+    case 1: return "{\"model\":\"tiny\",\"prompt\":" + text() + common + "}";
+    case 2: return "{\"prompt\":" + text() + ",\"return_token_strs\":true}";
+    default: return "{\"tokens\":[151644," + std::to_string(rng() % 151936) + ",872]}";
+  }
+}
+
+// Mutated bodies at every text parser: no exception, 4xx refusals with a message that is valid
+// UTF-8 (it goes into a JSON error body), and accepted requests the engine can run.
+TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
+  const CompletionLimits small = limits(served_qwen3(), 64);
+  std::mt19937 rng(7);
+  int accepted = 0;
+  for (int i = 0; i < 8000; ++i) {
+    const int endpoint = int(rng() % 4);
+    const std::string body = mutate(valid_text_body(rng, endpoint), rng);
+    std::optional<RequestError> error;
+    if (endpoint < 2) {
+      std::variant<CompletionRequest, RequestError> r;
+      ASSERT_NO_THROW(r = endpoint == 0 ? engine::parse_chat_completion_request(body, small)
+                                        : engine::parse_completion_request(body, small))
+          << body;
+      error = error_of(r);
+      if (!error) {
+        const engine::EngineRequest& e = std::get<CompletionRequest>(r).engine;
+        ASSERT_FALSE(e.prompt.empty()) << body;
+        for (int32_t t : e.prompt) ASSERT_TRUE(t >= 0 && t < kQwen3VocabSize) << body;
+        ASSERT_LE(int64_t(e.prompt.size()) + e.stop.max_tokens, 64) << body;
+      }
+    } else {
+      std::variant<Json, RequestError> r;
+      ASSERT_NO_THROW(r = endpoint == 2 ? engine::tokenize_reply(body, small)
+                                        : engine::detokenize_reply(body, small))
+          << body;
+      error = error_of(r);
+      if (!error) ASSERT_NO_THROW((void)std::get<Json>(r).dump()) << body;
+    }
+    if (!error) {
+      ++accepted;
+      continue;
+    }
+    ASSERT_TRUE(error->status == 400 || error->status == 404) << body << " -> " << error->message;
+    ASSERT_FALSE(error->message.empty()) << body;
+    ASSERT_NO_THROW((void)Json(error->message).dump()) << body << " -> invalid UTF-8 in the message";
+  }
+  EXPECT_GT(accepted, 100) << "the mutations leave some bodies valid";
+}
+
+TEST(TextRequest, LongValuesInMessagesAreCutOnACharacterBoundary) {
+  const std::string body = R"({"prompt":[1,"éééééééééééééééééééééééééééééééééééééééé"]})";
+  RequestError e = error(engine::parse_completion_request(body, limits(served_qwen3())), body);
+  EXPECT_NE(e.message.find("..."), std::string::npos) << e.message;
+  EXPECT_NO_THROW((void)Json(e.message).dump()) << e.message;
 }
 
 // Feeds `ids` through a GeneratedText (the last with `last_reason`); returns the deltas.
