@@ -18,7 +18,8 @@ std::string message_content(const Json& content, const std::string& where) {
   for (size_t j = 0; j < content.size(); ++j) {
     const Json& part = content[j];
     const std::string at = where + "[" + std::to_string(j) + "]";
-    if (!part.is_object()) fail(at + " must be an object {\"type\": \"text\", \"text\": ...}", "messages");
+    if (!part.is_object())
+      fail(at + " must be an object {\"type\": \"text\", \"text\": ...}", "messages");
     const Json* type = field(part, "type");
     if (!type || !type->is_string()) fail(at + ".type must be a string", "messages");
     if (*type != "text") {
@@ -36,14 +37,16 @@ void refuse_chat_only_fields(const Json& body) {
   if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
     fail("'tools' are not supported by this server", "tools");
   }
-  if (const Json* choice = field(body, "tool_choice"); choice && *choice != "none" && *choice != "auto") {
+  if (const Json* choice = field(body, "tool_choice");
+      choice && *choice != "none" && *choice != "auto") {
     fail("'tool_choice' is not supported (only \"none\")", "tool_choice");
   }
   if (const Json* format = field(body, "response_format");
       format && !(format->is_object() && format->value("type", Json()) == "text")) {
     fail("'response_format' is not supported (only {\"type\": \"text\"})", "response_format");
   }
-  if (get_bool(body, "logprobs").value_or(false)) fail("'logprobs' is not supported yet", "logprobs");
+  if (get_bool(body, "logprobs").value_or(false))
+    fail("'logprobs' is not supported yet", "logprobs");
   if (field(body, "top_logprobs")) fail("'top_logprobs' is not supported yet", "top_logprobs");
   if (get_bool(body, "echo").value_or(false)) fail("'echo' is not supported", "echo");
   if (get_bool(body, "continue_final_message").value_or(false)) {
@@ -84,13 +87,14 @@ std::vector<ChatMessage> parse_chat_messages(const Json& body) {
     if (!m.is_object()) fail(where + " must be an object {\"role\", \"content\"}", "messages");
     const Json* role = field(m, "role");
     if (!role || !role->is_string()) fail(where + ".role must be a string", "messages");
-    if (const Json* calls = field(m, "tool_calls"); calls && !(calls->is_array() && calls->empty())) {
+    if (const Json* calls = field(m, "tool_calls");
+        calls && !(calls->is_array() && calls->empty())) {
       fail(where + ": tool calls are not supported by this server", "messages");
     }
     auto content = m.find("content");
-    out.push_back({role->get<std::string>(),
-                   content == m.end() ? std::string()
-                                      : message_content(*content, where + ".content")});
+    out.push_back({role->get<std::string>(), content == m.end()
+                                                 ? std::string()
+                                                 : message_content(*content, where + ".content")});
   }
   return out;
 }
@@ -107,7 +111,8 @@ std::vector<int32_t> chat_prompt_ids(const Json& body, const CompletionLimits& l
   ChatTemplateOptions options;
   options.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   if (const Json* kwargs = field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    if (!kwargs->is_object())
+      fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     options.enable_thinking = get_bool(*kwargs, "enable_thinking").value_or(true);
   }
   std::string prompt;

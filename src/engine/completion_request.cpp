@@ -22,8 +22,9 @@ void check_encoded_ids(const std::vector<int32_t>& ids, const CompletionLimits& 
                        const char* param) {
   for (int32_t id : ids) {
     if (id >= limits.vocab_size) {
-      fail("the tokenizer made token id " + std::to_string(id) + ", outside the model's vocabulary [0, " +
-               std::to_string(limits.vocab_size) + "): the server's tokenizer does not fit its model",
+      fail("the tokenizer made token id " + std::to_string(id) +
+               ", outside the model's vocabulary [0, " + std::to_string(limits.vocab_size) +
+               "): the server's tokenizer does not fit its model",
            param, 500);
     }
   }
@@ -156,20 +157,21 @@ void parse_generation_fields(const Json& body, const CompletionLimits& limits, b
     fail("This model's maximum context length is " + std::to_string(limits.max_model_len) +
              " tokens. However, you requested " + std::to_string(prompt_len + *max_tokens) +
              " tokens (" + std::to_string(prompt_len) + " in the prompt, " +
-             std::to_string(*max_tokens) + " in the completion): reduce the prompt or " +
-             max_name,
+             std::to_string(*max_tokens) + " in the completion): reduce the prompt or " + max_name,
          max_name);
   }
   int64_t default_max = chat ? room : std::min<int64_t>(16, room);
-  e.stop.max_tokens = static_cast<int>(std::min<int64_t>(max_tokens.value_or(default_max), INT32_MAX));
-  e.stop.min_tokens = static_cast<int>(get_int(body, "min_tokens", 0, e.stop.max_tokens).value_or(0));
+  e.stop.max_tokens =
+      static_cast<int>(std::min<int64_t>(max_tokens.value_or(default_max), INT32_MAX));
+  e.stop.min_tokens =
+      static_cast<int>(get_int(body, "min_tokens", 0, e.stop.max_tokens).value_or(0));
   e.stop.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   if (const Json* ids = field(body, "stop_token_ids")) {
     if (!ids->is_array()) fail("'stop_token_ids' must be an array of token ids", "stop_token_ids");
     for (size_t i = 0; i < ids->size(); ++i) {
-      e.stop.stop_token_ids.push_back(get_token_id(
-          (*ids)[i], limits.vocab_size, "stop_token_ids[" + std::to_string(i) + "]",
-          "stop_token_ids"));
+      e.stop.stop_token_ids.push_back(get_token_id((*ids)[i], limits.vocab_size,
+                                                   "stop_token_ids[" + std::to_string(i) + "]",
+                                                   "stop_token_ids"));
     }
   }
   if (const Json* stop = field(body, "stop")) {
@@ -179,7 +181,8 @@ void parse_generation_fields(const Json& body, const CompletionLimits& limits, b
   r.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
 
   double temperature = get_number(body, "temperature").value_or(1.0);
-  if (temperature < 0 || temperature > 100) fail("'temperature' must be in [0, 100]", "temperature");
+  if (temperature < 0 || temperature > 100)
+    fail("'temperature' must be in [0, 100]", "temperature");
   e.temperature = static_cast<float>(temperature);
   double top_p = get_number(body, "top_p").value_or(1.0);
   if (!(top_p > 0 && top_p <= 1)) fail("'top_p' must be in (0, 1]", "top_p");

@@ -37,12 +37,14 @@ OpenAiServer::OpenAiServer(Engine& engine, OpenAiServerOptions options)
               [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
                 handle_generation(request, std::move(response), ResponseLayout::kChat);
               });
-  http_.route("POST", "/tokenize", [this](const HttpRequest& request, std::shared_ptr<HttpResponse> r) {
-    send_reply(*r, tokenize_reply(request.body, limits_));
-  });
-  http_.route("POST", "/detokenize", [this](const HttpRequest& request, std::shared_ptr<HttpResponse> r) {
-    send_reply(*r, detokenize_reply(request.body, limits_));
-  });
+  http_.route("POST", "/tokenize",
+              [this](const HttpRequest& request, std::shared_ptr<HttpResponse> r) {
+                send_reply(*r, tokenize_reply(request.body, limits_));
+              });
+  http_.route("POST", "/detokenize",
+              [this](const HttpRequest& request, std::shared_ptr<HttpResponse> r) {
+                send_reply(*r, detokenize_reply(request.body, limits_));
+              });
   http_.route("GET", "/v1/models", [this](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
     handle_models(std::move(r));
   });
@@ -55,10 +57,16 @@ OpenAiServer::OpenAiServer(Engine& engine, OpenAiServerOptions options)
   });
 }
 
-OpenAiServer::~OpenAiServer() { stop(); }
+OpenAiServer::~OpenAiServer() {
+  stop();
+}
 
-void OpenAiServer::start() { http_.start(); }
-void OpenAiServer::stop() { http_.stop(); }
+void OpenAiServer::start() {
+  http_.start();
+}
+void OpenAiServer::stop() {
+  http_.stop();
+}
 
 void OpenAiServer::handle_generation(const HttpRequest& request,
                                      std::shared_ptr<HttpResponse> response,
@@ -77,8 +85,9 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.request_id = id;
   setup.response = response;
   setup.layout = layout;
-  const char* object = !chat ? "text_completion" : completion.stream ? "chat.completion.chunk"
-                                                                     : "chat.completion";
+  const char* object = !chat               ? "text_completion"
+                       : completion.stream ? "chat.completion.chunk"
+                                           : "chat.completion";
   setup.head = {{"id", (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id)},
                 {"object", object},
                 {"created", static_cast<int64_t>(std::time(nullptr))},

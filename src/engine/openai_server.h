@@ -1,7 +1,8 @@
 // OpenAiServer: the engine's HTTP front — OpenAI-compatible endpoints over an HttpServer.
 //   POST /v1/completions       prompt as text or token ids; streaming (SSE) or not; usage
 //   POST /v1/chat/completions  messages through the model's chat template; streaming or not
-//   POST /tokenize, /detokenize  vLLM's helpers: text or messages -> ids (with the count), ids -> text
+//   POST /tokenize             text or messages -> ids with their count (vLLM's helper)
+//   POST /detokenize           ids -> text (vLLM's helper)
 //   GET  /v1/models            the one served model
 //   GET  /health               200 while the engine runs
 //   GET  /metrics              Prometheus text (EngineMetrics)

@@ -35,7 +35,9 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 Json usage_json(const RequestOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
@@ -45,9 +47,12 @@ Json usage_json(const RequestOutcome& o) {
 
 std::string_view finish_reason_json(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "\"stop\"";
-    case FinishReason::kLength: return "\"length\"";
-    default: return "null";  // only a request's last token carries a reason
+    case FinishReason::kStop:
+      return "\"stop\"";
+    case FinishReason::kLength:
+      return "\"length\"";
+    default:
+      return "null";  // only a request's last token carries a reason
   }
 }
 
@@ -79,8 +84,10 @@ class StreamingSink : public RequestSink {
 
   void on_finish(const RequestOutcome& outcome) override {
     if (!gone_ && outcome.reason == FinishReason::kError) {
-      send("data: " + openai_error_body("generation failed: " + outcome.error,
-                                        "internal_server_error", "", "500") + "\n\n");
+      send("data: " +
+           openai_error_body("generation failed: " + outcome.error, "internal_server_error", "",
+                             "500") +
+           "\n\n");
     } else if (!gone_ && setup_.include_usage &&
                (finish_sent_ || outcome.reason != FinishReason::kCancelled)) {
       send(chunk_head_ + "\"choices\":[],\"usage\":" + dump(usage_json(outcome)) + "}\n\n");
@@ -170,7 +177,8 @@ class BufferedSink : public RequestSink {
       send_openai_error(response, 503, "the request was cancelled: the server is stopping");
       return;
     }
-    std::string_view reason = finish_reason_name(text_.stopped() ? FinishReason::kStop : outcome.reason);
+    std::string_view reason =
+        finish_reason_name(text_.stopped() ? FinishReason::kStop : outcome.reason);
     Json choice = {{"index", 0}};
     if (setup_.layout == ResponseLayout::kCompletion) {
       choice["text"] = std::move(content_);

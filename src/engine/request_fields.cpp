@@ -36,8 +36,8 @@ std::optional<int64_t> get_int(const Json& body, const char* name, int64_t min, 
   const Json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number_integer()) fail(std::string("'") + name + "' must be an integer", name);
-  bool too_big = v->is_number_unsigned() &&
-                 v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max());
+  bool too_big =
+      v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max());
   int64_t x = too_big ? std::numeric_limits<int64_t>::max() : v->get<int64_t>();
   if (too_big || x < min || x > max) {
     fail(std::string("'") + name + "' must be between " + std::to_string(min) + " and " +

@@ -93,7 +93,7 @@ CliArgs serve_args() {
                "content: string or [{type: text, text}]}]; generation ends at the template's\n"
                "end-of-turn token (<|im_end|>) unless ignore_eos. Fields: max_tokens (completions 16,\n"
                "chat: what the context leaves) or max_completion_tokens, min_tokens, temperature\n"
-               "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16), \n"
+               "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16),\n"
                "stop_token_ids, skip_special_tokens, stream, stream_options.include_usage. Stop\n"
                "strings are matched across tokens and left out of the text. /tokenize: {prompt} or\n"
                "{messages} -> {count, max_model_len, tokens}; /detokenize: {tokens} -> {prompt}.\n"

@@ -18,8 +18,9 @@ bool has_tokenizer_json(const std::string& dir) {
 std::string tokenizer_dir(const ServedTokenizerOptions& options, ServedTokenizer& served) {
   if (!options.tokenizer_dir.empty()) {
     if (!has_tokenizer_json(options.tokenizer_dir)) {
-      throw UsageError("--tokenizer " + options.tokenizer_dir +
-                       ": no tokenizer.json there (give the directory of a Hugging Face tokenizer)");
+      throw UsageError(
+          "--tokenizer " + options.tokenizer_dir +
+          ": no tokenizer.json there (give the directory of a Hugging Face tokenizer)");
     }
     return options.tokenizer_dir;
   }

@@ -34,7 +34,7 @@ struct ServedTokenizer {
 };
 
 struct ServedTokenizerOptions {
-  std::string model;          // --model: a preset name or a checkpoint directory
+  std::string model;  // --model: a preset name or a checkpoint directory
   bool model_is_preset = false;
   std::string tokenizer_dir;  // --tokenizer; empty = from the model
   std::string chat_template;  // --chat-template (qwen3, chatml, llama3); empty = detect

@@ -10,8 +10,8 @@ void check_length(size_t count, const CompletionLimits& limits, const char* what
                   const char* param) {
   if (count > size_t(limits.max_model_len)) {
     fail("This model's maximum context length is " + std::to_string(limits.max_model_len) +
-             " tokens. However, you requested " + std::to_string(count) + " tokens in the " +
-             what + ": reduce its length",
+             " tokens. However, you requested " + std::to_string(count) + " tokens in the " + what +
+             ": reduce its length",
          param);
   }
 }
@@ -20,8 +20,8 @@ Json tokenize(std::string_view text, const CompletionLimits& limits) {
   Json body = parse_body(text);
   check_model(body, limits.served_model_name);
   const bool chat = body.contains("messages");
-  const Tokenizer& tokenizer =
-      require_tokenizer(limits, chat ? "chat messages" : "text prompts", chat ? "messages" : "prompt");
+  const Tokenizer& tokenizer = require_tokenizer(limits, chat ? "chat messages" : "text prompts",
+                                                 chat ? "messages" : "prompt");
   std::vector<int32_t> ids;
   if (chat) {
     ids = chat_prompt_ids(body, limits);
@@ -57,8 +57,8 @@ Json detokenize(std::string_view text, const CompletionLimits& limits) {
   std::vector<int32_t> ids;
   ids.reserve(tokens->size());
   for (size_t i = 0; i < tokens->size(); ++i) {
-    ids.push_back(get_token_id((*tokens)[i], limits.vocab_size,
-                               "tokens[" + std::to_string(i) + "]", "tokens"));
+    ids.push_back(get_token_id((*tokens)[i], limits.vocab_size, "tokens[" + std::to_string(i) + "]",
+                               "tokens"));
   }
   return {{"prompt", tokenizer.decode(ids, /*skip_special_tokens=*/false)}};
 }

@@ -1,10 +1,11 @@
 // vLLM's helper endpoints, for clients that need exact token counts (gpufrac bench builds prompts
 // of an exact length with them):
 //   POST /tokenize    {"prompt": text, "add_special_tokens": true}
-//                  or {"messages": [...], "add_generation_prompt": true, "add_special_tokens": false,
-//                      "chat_template_kwargs": {...}}   (the prompt chat completions would send)
+//                  or {"messages": [...], "add_generation_prompt": true,
+//                      "add_special_tokens": false, "chat_template_kwargs": {...}}
+//                      (the prompt a chat completion with those messages would send)
 //                  -> {"count": n, "max_model_len": m, "tokens": [ids], "token_strs": null}
-//                     ("token_strs": each token as tokenizer.json spells it, with return_token_strs)
+//                     (return_token_strs: "token_strs" spells each token as tokenizer.json does)
 //   POST /detokenize  {"tokens": [ids]} -> {"prompt": text}  (special tokens included)
 // "model" is optional and must be the served name. More tokens than max_model_len, ids outside
 // the model's vocabulary, wrong types and a server without a tokenizer are 4xx RequestErrors.

@@ -42,9 +42,18 @@ class StoppingSink : public RequestSink {
     std::unique_lock lock(mutex_);
     return done_.wait_for(lock, timeout, [&] { return finishes_ > 0; });
   }
-  int tokens() { std::lock_guard lock(mutex_); return tokens_; }
-  int finishes() { std::lock_guard lock(mutex_); return finishes_; }
-  RequestOutcome outcome() { std::lock_guard lock(mutex_); return outcome_; }
+  int tokens() {
+    std::lock_guard lock(mutex_);
+    return tokens_;
+  }
+  int finishes() {
+    std::lock_guard lock(mutex_);
+    return finishes_;
+  }
+  RequestOutcome outcome() {
+    std::lock_guard lock(mutex_);
+    return outcome_;
+  }
 
  private:
   Engine& engine_;

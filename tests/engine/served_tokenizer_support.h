@@ -18,7 +18,8 @@ inline const engine::ServedTokenizer& served_qwen3() {
     options.model_is_preset = true;
     options.vocab_size = kQwen3VocabSize;
     engine::ServedTokenizer s = engine::load_served_tokenizer(options);
-    if (!s.get()) ADD_FAILURE() << "no Qwen3 tokenizer (run scripts/install-deps): " << s.unavailable;
+    if (!s.get())
+      ADD_FAILURE() << "no Qwen3 tokenizer (run scripts/install-deps): " << s.unavailable;
     return s;
   }();
   if (!served.get()) throw std::runtime_error("missing tokenizer data");

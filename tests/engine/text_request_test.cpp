@@ -49,13 +49,17 @@ RequestError error(const std::variant<T, RequestError>& r, const std::string& bo
   return std::get<RequestError>(r);
 }
 
-CompletionRequest completion(const std::string& body, const engine::ServedTokenizer& text = served_qwen3()) {
+CompletionRequest completion(const std::string& body,
+                             const engine::ServedTokenizer& text = served_qwen3()) {
   return ok(engine::parse_completion_request(body, limits(text)), body);
 }
-CompletionRequest chat(const std::string& body, const engine::ServedTokenizer& text = served_qwen3()) {
+CompletionRequest chat(const std::string& body,
+                       const engine::ServedTokenizer& text = served_qwen3()) {
   return ok(engine::parse_chat_completion_request(body, limits(text)), body);
 }
-const engine::Tokenizer& qwen3() { return *served_qwen3().get(); }
+const engine::Tokenizer& qwen3() {
+  return *served_qwen3().get();
+}
 
 // "w w w ...": one token per word.
 std::string words(int n) {
@@ -100,8 +104,10 @@ TEST(TextRequest, LoadsTheQwen3TokenizerAndChatTemplateLikeServe) {
 }
 
 TEST(TextRequest, TextPromptsAreEncoded) {
-  EXPECT_EQ(completion(R"({"prompt":"Hello world"})").engine.prompt, (std::vector<int32_t>{9707, 1879}));
-  EXPECT_EQ(completion(R"({"prompt":["Hello world"]})").engine.prompt, (std::vector<int32_t>{9707, 1879}));
+  EXPECT_EQ(completion(R"({"prompt":"Hello world"})").engine.prompt,
+            (std::vector<int32_t>{9707, 1879}));
+  EXPECT_EQ(completion(R"({"prompt":["Hello world"]})").engine.prompt,
+            (std::vector<int32_t>{9707, 1879}));
   // Added tokens in the text become their ids (as vLLM's /v1/completions does).
   EXPECT_EQ(completion(R"({"prompt":"<|im_start|>user\nHi!"})").engine.prompt,
             (std::vector<int32_t>{151644, 872, 198, 13048, 0}));
@@ -110,7 +116,8 @@ TEST(TextRequest, TextPromptsAreEncoded) {
 }
 
 TEST(TextRequest, StopStringsAreReadAndValidated) {
-  EXPECT_EQ(completion(R"({"prompt":"x","stop":"\n"})").stop_strings, (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(completion(R"({"prompt":"x","stop":"\n"})").stop_strings,
+            (std::vector<std::string>{"\n"}));
   EXPECT_EQ(completion(R"({"prompt":"x","stop":["a","","bc"]})").stop_strings,
             (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(completion(R"({"prompt":"x","stop":[]})").stop_strings.empty());
@@ -140,9 +147,11 @@ TEST(TextRequest, TextPromptRefusals) {
           {R"({"prompt":["a","b"]})", 400, "prompt", "one prompt per request"},
           {R"({"prompt":[["a"]]})", 400, "prompt", "integer token id"},
           {R"({"prompt":true})", 400, "prompt", "string or an array"},
-          {R"({"prompt":"x","add_special_tokens":"yes"})", 400, "add_special_tokens", "true or false"},
+          {R"({"prompt":"x","add_special_tokens":"yes"})", 400, "add_special_tokens",
+           "true or false"},
           {R"({"prompt":")" + words(300) + R"("})", 400, "prompt", "maximum context length"},
-          {R"({"prompt":"Hello","max_tokens":256})", 400, "max_tokens", "maximum context length is 256"},
+          {R"({"prompt":"Hello","max_tokens":256})", 400, "max_tokens",
+           "maximum context length is 256"},
       },
       [](const std::string& body) {
         return error_of(engine::parse_completion_request(body, limits(served_qwen3())));
@@ -172,15 +181,12 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
       "chat_template_kwargs":{"enable_thinking":false},
       "max_completion_tokens":5,"max_tokens":9,"min_tokens":2,"temperature":0.5,"top_p":0.9,
       "top_k":20,"seed":7,"stop":["\n\n"],"stream":true,"stream_options":{"include_usage":true}})");
-  const std::vector<engine::ChatMessage> messages = {{"system", "Be brief."},
-                                                     {"user", "Hello\nworld"},
-                                                     {"assistant", "Hi."},
-                                                     {"user", "Again"}};
+  const std::vector<engine::ChatMessage> messages = {
+      {"system", "Be brief."}, {"user", "Hello\nworld"}, {"assistant", "Hi."}, {"user", "Again"}};
   engine::ChatTemplateOptions no_thinking;
   no_thinking.enable_thinking = false;
-  EXPECT_EQ(parts.engine.prompt,
-            qwen3().encode(engine::apply_chat_template(engine::ChatTemplateKind::kQwen3, messages,
-                                                       no_thinking)));
+  EXPECT_EQ(parts.engine.prompt, qwen3().encode(engine::apply_chat_template(
+                                     engine::ChatTemplateKind::kQwen3, messages, no_thinking)));
   EXPECT_EQ(parts.engine.stop.max_tokens, 5) << "max_completion_tokens wins over max_tokens";
   EXPECT_EQ(parts.engine.stop.min_tokens, 2);
   EXPECT_FLOAT_EQ(parts.engine.temperature, 0.5f);
@@ -190,7 +196,9 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(parts.stop_strings, (std::vector<std::string>{"\n\n"}));
   EXPECT_TRUE(parts.stream);
   EXPECT_TRUE(parts.include_usage);
-  EXPECT_EQ(chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9})").engine.stop.max_tokens, 9);
+  EXPECT_EQ(
+      chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9})").engine.stop.max_tokens,
+      9);
   // No generation prompt when asked; assistant content may be null.
   CompletionRequest plain = chat(R"({"messages":[{"role":"user","content":"Hi!"},
       {"role":"assistant","content":null}],"add_generation_prompt":false})");
@@ -200,26 +208,31 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
 TEST(TextRequest, ChatRefusals) {
   expect_refusals(
       {
-          {R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})", 404, "model", "does not exist"},
+          {R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})", 404, "model",
+           "does not exist"},
           {R"({"max_tokens":3})", 400, "messages", "'messages' is required"},
           {R"({"messages":[]})", 400, "messages", "non-empty array"},
           {R"({"messages":"hello"})", 400, "messages", "non-empty array"},
           {R"({"messages":[5]})", 400, "messages", "messages[0] must be an object"},
-          {R"({"messages":[{"content":"x"}]})", 400, "messages", "messages[0].role must be a string"},
+          {R"({"messages":[{"content":"x"}]})", 400, "messages",
+           "messages[0].role must be a string"},
           {R"({"messages":[{"role":"tool","content":"x"}]})", 400, "messages", "messages[0].role"},
-          {R"({"messages":[{"role":"user","content":5}]})", 400, "messages", "messages[0].content must be"},
+          {R"({"messages":[{"role":"user","content":5}]})", 400, "messages",
+           "messages[0].content must be"},
           {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", 400,
            "messages", "only \"text\" parts"},
           {R"({"messages":[{"role":"user","content":[{"type":"text"}]}]})", 400, "messages",
            "messages[0].content[0].text must be a string"},
-          {R"({"messages":[{"role":"user","content":["x"]}]})", 400, "messages", "must be an object"},
+          {R"({"messages":[{"role":"user","content":["x"]}]})", 400, "messages",
+           "must be an object"},
           {R"({"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]})", 400,
            "messages", "tool calls"},
-          {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400, "tools",
+          {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
+           "tools", "not supported"},
+          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", 400, "logprobs",
            "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", 400, "logprobs", "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", 400,
-           "response_format", "not supported"},
+          {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+           400, "response_format", "not supported"},
           {R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "= 1"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", 400,
            "max_completion_tokens", "between 1"},
@@ -227,10 +240,10 @@ TEST(TextRequest, ChatRefusals) {
            "max_completion_tokens", "maximum context length"},
           {R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[1]})", 400,
            "chat_template_kwargs", "object"},
-          {R"({"messages":[{"role":"user","content":")" + words(300) + R"("}]})", 400,
-           "messages", "maximum context length"},
-          {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})", 400,
-           "stream_options", "only allowed"},
+          {R"({"messages":[{"role":"user","content":")" + words(300) + R"("}]})", 400, "messages",
+           "maximum context length"},
+          {R"({"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}})",
+           400, "stream_options", "only allowed"},
       },
       [](const std::string& body) {
         return error_of(engine::parse_chat_completion_request(body, limits(served_qwen3())));
@@ -248,14 +261,16 @@ TEST(TextRequest, WithoutATokenizerTextAnswersWithTheFix) {
     EXPECT_NE(e.message.find("scripts/install-deps"), std::string::npos) << e.message;
   };
   says_fix(error(engine::parse_completion_request(R"({"prompt":"Hi"})", limits(none)), "text"));
-  says_fix(error(engine::parse_completion_request(R"({"prompt":[1],"stop":"x"})", limits(none)), "stop"));
-  says_fix(error(engine::parse_chat_completion_request(R"({"messages":[{"role":"user","content":"x"}]})",
-                                                       limits(none)),
+  says_fix(error(engine::parse_completion_request(R"({"prompt":[1],"stop":"x"})", limits(none)),
+                 "stop"));
+  says_fix(error(engine::parse_chat_completion_request(
+                     R"({"messages":[{"role":"user","content":"x"}]})", limits(none)),
                  "chat"));
   says_fix(error(engine::tokenize_reply(R"({"prompt":"Hi"})", limits(none)), "tokenize"));
   says_fix(error(engine::detokenize_reply(R"({"tokens":[1]})", limits(none)), "detokenize"));
   // Token ids still work, and an empty stop list needs nothing.
-  EXPECT_EQ(completion(R"({"prompt":[1,2],"stop":[]})", none).engine.prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(completion(R"({"prompt":[1,2],"stop":[]})", none).engine.prompt,
+            (std::vector<int32_t>{1, 2}));
   // A tokenizer without a recognised chat template: chat names --chat-template.
   engine::ServedTokenizerOptions options;
   options.model = "tiny";
@@ -263,9 +278,10 @@ TEST(TextRequest, WithoutATokenizerTextAnswersWithTheFix) {
   options.vocab_size = kQwen3VocabSize;
   engine::ServedTokenizer no_template = engine::load_served_tokenizer(options);
   no_template.chat_template.reset();
-  RequestError e = error(engine::parse_chat_completion_request(
-                             R"({"messages":[{"role":"user","content":"x"}]})", limits(no_template)),
-                         "no template");
+  RequestError e =
+      error(engine::parse_chat_completion_request(R"({"messages":[{"role":"user","content":"x"}]})",
+                                                  limits(no_template)),
+            "no template");
   EXPECT_NE(e.message.find("--chat-template"), std::string::npos) << e.message;
 }
 
@@ -274,13 +290,17 @@ TEST(TextRequest, TokenizeAndDetokenizeReplies) {
     return ok(engine::tokenize_reply(body, limits(served_qwen3())), body);
   };
   Json t = tokenize(R"({"model":"tiny","prompt":"Hello world"})");
-  EXPECT_EQ(t, Json::parse(R"({"count":2,"max_model_len":256,"tokens":[9707,1879],"token_strs":null})"));
+  EXPECT_EQ(
+      t, Json::parse(R"({"count":2,"max_model_len":256,"tokens":[9707,1879],"token_strs":null})"));
   EXPECT_EQ(tokenize(R"({"prompt":"Hello world","return_token_strs":true})")["token_strs"],
             Json::parse(R"(["Hello","Ġworld"])"));
   Json m = tokenize(R"({"messages":[{"role":"user","content":"Hi!"}]})");
   EXPECT_EQ(m["tokens"], Json::parse("[151644,872,198,13048,0,151645,198,151644,77091,198]"));
   EXPECT_EQ(m["count"], 10);
-  EXPECT_EQ(tokenize(R"({"messages":[{"role":"user","content":"Hi!"}],"add_generation_prompt":false})")["count"], 7);
+  EXPECT_EQ(
+      tokenize(R"({"messages":[{"role":"user","content":"Hi!"}],"add_generation_prompt":false})")
+          ["count"],
+      7);
   // The count is exactly what a chat completion's usage.prompt_tokens will say.
   EXPECT_EQ(m["tokens"].get<std::vector<int32_t>>(),
             chat(R"({"messages":[{"role":"user","content":"Hi!"}]})").engine.prompt);
@@ -288,7 +308,8 @@ TEST(TextRequest, TokenizeAndDetokenizeReplies) {
   auto detokenize = [](const std::string& body) {
     return ok(engine::detokenize_reply(body, limits(served_qwen3())), body);
   };
-  EXPECT_EQ(detokenize(R"({"model":"tiny","tokens":[9707,1879]})"), Json::parse(R"({"prompt":"Hello world"})"));
+  EXPECT_EQ(detokenize(R"({"model":"tiny","tokens":[9707,1879]})"),
+            Json::parse(R"({"prompt":"Hello world"})"));
   // Special tokens are included; ids the tokenizer does not know (151669..151935) add nothing.
   EXPECT_EQ(detokenize(R"({"tokens":[151644,872,151900]})")["prompt"], "<|im_start|>user");
   // Half a character becomes U+FFFD, never broken UTF-8.
@@ -307,13 +328,17 @@ TEST(TextRequest, TokenizeAndDetokenizeReplies) {
           {R"({})", 400, "prompt", "'messages' is required"},
           {R"({"messages":[{"role":"bot","content":"x"}]})", 400, "messages", "role"},
           {R"({"prompt":")" + words(257) + R"("})", 400, "prompt", "maximum context length is 256"},
-          {R"({"prompt":"x","return_token_strs":"yes"})", 400, "return_token_strs", "true or false"},
+          {R"({"prompt":"x","return_token_strs":"yes"})", 400, "return_token_strs",
+           "true or false"},
           {"not json", 400, "", "not valid JSON"},
       },
-      [](const std::string& body) { return error_of(engine::tokenize_reply(body, limits(served_qwen3()))); });
+      [](const std::string& body) {
+        return error_of(engine::tokenize_reply(body, limits(served_qwen3())));
+      });
   expect_refusals(
       {
-          {R"({"tokens":[1,151936]})", 400, "tokens", "tokens[1] = 151936 is outside the vocabulary"},
+          {R"({"tokens":[1,151936]})", 400, "tokens",
+           "tokens[1] = 151936 is outside the vocabulary"},
           {R"({"tokens":[-1]})", 400, "tokens", "outside the vocabulary"},
           {R"({"tokens":"abc"})", 400, "tokens", "array of token ids"},
           {R"({"tokens":[1.5]})", 400, "tokens", "integer token id"},
@@ -321,24 +346,30 @@ TEST(TextRequest, TokenizeAndDetokenizeReplies) {
           {R"({"tokens":)" + many + "}", 400, "tokens", "maximum context length"},
           {R"({"tokens":[1],"model":3})", 400, "model", "string"},
       },
-      [](const std::string& body) { return error_of(engine::detokenize_reply(body, limits(served_qwen3()))); });
+      [](const std::string& body) {
+        return error_of(engine::detokenize_reply(body, limits(served_qwen3())));
+      });
 }
 
 // A valid body of one of the text endpoints (chat, text completion, tokenize, detokenize).
 std::string valid_text_body(std::mt19937& rng, int endpoint) {
   static const char* kTexts[] = {"Hello", "Grüße 世界 😀", "<|im_start|>user\n", "a\\nb", "  x  "};
   auto text = [&] { return std::string("\"") + kTexts[rng() % std::size(kTexts)] + "\""; };
-  std::string common = ",\"max_tokens\":" + std::to_string(1 + rng() % 8) +
-                       (rng() % 2 ? ",\"stop\":[" + text() + "," + text() + "]" : "") +
-                       (rng() % 2 ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}" : "");
+  std::string common =
+      ",\"max_tokens\":" + std::to_string(1 + rng() % 8) +
+      (rng() % 2 ? ",\"stop\":[" + text() + "," + text() + "]" : "") +
+      (rng() % 2 ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}" : "");
   switch (endpoint) {
     case 0:
       return "{\"model\":\"tiny\",\"messages\":[{\"role\":\"system\",\"content\":" + text() +
              "},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":" + text() + "}]}]" +
              common + "}";
-    case 1: return "{\"model\":\"tiny\",\"prompt\":" + text() + common + "}";
-    case 2: return "{\"prompt\":" + text() + ",\"return_token_strs\":true}";
-    default: return "{\"tokens\":[151644," + std::to_string(rng() % 151936) + ",872]}";
+    case 1:
+      return "{\"model\":\"tiny\",\"prompt\":" + text() + common + "}";
+    case 2:
+      return "{\"prompt\":" + text() + ",\"return_token_strs\":true}";
+    default:
+      return "{\"tokens\":[151644," + std::to_string(rng() % 151936) + ",872]}";
   }
 }
 
@@ -378,7 +409,8 @@ TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
     }
     ASSERT_TRUE(error->status == 400 || error->status == 404) << body << " -> " << error->message;
     ASSERT_FALSE(error->message.empty()) << body;
-    ASSERT_NO_THROW((void)Json(error->message).dump()) << body << " -> invalid UTF-8 in the message";
+    ASSERT_NO_THROW((void)Json(error->message).dump())
+        << body << " -> invalid UTF-8 in the message";
   }
   EXPECT_GT(accepted, 100) << "the mutations leave some bodies valid";
 }
@@ -416,7 +448,8 @@ TEST(GeneratedText, HoldsSplitCharactersAndEmitsEachByteOnce) {
   std::vector<std::string> deltas = deltas_of(text, ids);
   EXPECT_EQ(deltas.front(), "a");
   EXPECT_EQ(joined(deltas), "a😀b");
-  for (const std::string& d : deltas) EXPECT_TRUE(d.empty() || d == "a" || d == "😀" || d == "b") << d;
+  for (const std::string& d : deltas)
+    EXPECT_TRUE(d.empty() || d == "a" || d == "😀" || d == "b") << d;
 }
 
 TEST(GeneratedText, StopStringAcrossTokensEndsTheTextBeforeIt) {

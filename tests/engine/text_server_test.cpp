@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/json.h"
+#include "served_tokenizer_support.h"
 #include "server_test_client.h"
 #include "server_test_fixture.h"
-#include "served_tokenizer_support.h"
 
 namespace gpufrac::testing {
 namespace {
@@ -81,8 +81,11 @@ std::string joined(const std::vector<std::string>& parts) {
 }
 
 Json completion_body(const std::string& prompt, int max_tokens, bool stream) {
-  Json body = {{"model", "fake-model"}, {"prompt", prompt},     {"max_tokens", max_tokens},
-               {"temperature", 0},      {"ignore_eos", true}};
+  Json body = {{"model", "fake-model"},
+               {"prompt", prompt},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
+               {"ignore_eos", true}};
   if (stream) body["stream"] = true;
   return body;
 }
@@ -116,7 +119,8 @@ TEST(TextServer, StreamedTextIsWholeCharactersAndEqualsDecode) {
 
 // A greedy run without stop strings, the reference the stop tests cut.
 Stream reference_run(const FakeServer& server, const std::string& prompt, int max_tokens) {
-  Stream s = read_stream(post(server, "/v1/completions", completion_body(prompt, max_tokens, true)));
+  Stream s =
+      read_stream(post(server, "/v1/completions", completion_body(prompt, max_tokens, true)));
   EXPECT_EQ(s.texts.size(), size_t(max_tokens));
   return s;
 }
@@ -198,8 +202,9 @@ TEST(TextServer, TextHeldForAPossibleStopIsReleased) {
 
 Json chat_body(int max_tokens, bool stream, bool include_usage = false) {
   Json body = {{"model", "fake-model"},
-               {"messages", {{{"role", "system"}, {"content", "Be brief."}},
-                             {{"role", "user"}, {"content", "Hello there!"}}}},
+               {"messages",
+                {{{"role", "system"}, {"content", "Be brief."}},
+                 {{"role", "user"}, {"content", "Hello there!"}}}},
                {"max_tokens", max_tokens},
                {"seed", 11}};
   if (stream) body["stream"] = true;
@@ -221,7 +226,8 @@ TEST(TextServer, ChatStreamingChunkLayout) {
     ASSERT_TRUE(chunk.contains("usage")) << "include_usage: every chunk has usage";
   }
   // First: the role, with empty content.
-  EXPECT_EQ(s.chunks[0]["choices"][0]["delta"], Json::parse(R"({"role":"assistant","content":""})"));
+  EXPECT_EQ(s.chunks[0]["choices"][0]["delta"],
+            Json::parse(R"({"role":"assistant","content":""})"));
   EXPECT_TRUE(s.chunks[0]["usage"].is_null());
   // Then content deltas (never empty) up to the finish chunk, then the usage chunk.
   const size_t last = s.chunks.size() - 1;
@@ -302,7 +308,8 @@ TEST(TextServer, TokenizeAndDetokenizeRoundTrip) {
             tokens["count"]);
 }
 
-void expect_openai_error(const RawReply& r, int status, const std::string& param, const std::string& says) {
+void expect_openai_error(const RawReply& r, int status, const std::string& param,
+                         const std::string& says) {
   EXPECT_EQ(r.status, status) << r.body;
   EXPECT_EQ(r.content_type, "application/json");
   Json body = Json::parse(r.body, nullptr, false);
@@ -320,18 +327,25 @@ TEST(TextServer, EveryTextErrorAnswersOpenAiStyleAndServingGoesOn) {
     return http_exchange(server.port(), http_post(path, body));
   };
   expect_openai_error(raw("/v1/chat/completions", "{\"messages\": ["), 400, "", "not valid JSON");
-  expect_openai_error(raw("/v1/chat/completions", R"({"model":"gpt-4o","messages":[]})"), 404, "model", "does not exist");
-  expect_openai_error(raw("/v1/chat/completions", R"({"messages":[{"role":"robot","content":"x"}]})"), 400,
-                      "messages", "role");
-  expect_openai_error(raw("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"stop":7})"), 400,
-                      "stop", "string");
-  expect_openai_error(raw("/v1/completions", R"({"prompt":"x","stop":["a",null]})"), 400, "stop", "stop[1]");
-  expect_openai_error(raw("/v1/completions", R"({"prompt":["a","b"]})"), 400, "prompt", "one prompt");
+  expect_openai_error(raw("/v1/chat/completions", R"({"model":"gpt-4o","messages":[]})"), 404,
+                      "model", "does not exist");
+  expect_openai_error(
+      raw("/v1/chat/completions", R"({"messages":[{"role":"robot","content":"x"}]})"), 400,
+      "messages", "role");
+  expect_openai_error(
+      raw("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"stop":7})"), 400,
+      "stop", "string");
+  expect_openai_error(raw("/v1/completions", R"({"prompt":"x","stop":["a",null]})"), 400, "stop",
+                      "stop[1]");
+  expect_openai_error(raw("/v1/completions", R"({"prompt":["a","b"]})"), 400, "prompt",
+                      "one prompt");
   expect_openai_error(raw("/tokenize", R"({"prompt":["a"]})"), 400, "prompt", "string");
   expect_openai_error(raw("/tokenize", "[]"), 400, "", "JSON object");
-  expect_openai_error(raw("/detokenize", R"({"tokens":[151936]})"), 400, "tokens", "outside the vocabulary");
+  expect_openai_error(raw("/detokenize", R"({"tokens":[151936]})"), 400, "tokens",
+                      "outside the vocabulary");
   expect_openai_error(raw("/detokenize", R"({"tokens":[[1]]})"), 400, "tokens", "integer token id");
-  expect_openai_error(http_exchange(server.port(), "GET /tokenize HTTP/1.1\r\nHost: x\r\n\r\n"), 405, "", "");
+  expect_openai_error(http_exchange(server.port(), "GET /tokenize HTTP/1.1\r\nHost: x\r\n\r\n"),
+                      405, "", "");
   EXPECT_EQ(post(server, "/v1/chat/completions", chat_body(2, false)).status, 200);
   EXPECT_EQ(scrape(server.port(), "gpufrac:kv_cache_blocks_used"), 0);
 }
