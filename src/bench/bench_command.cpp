@@ -26,12 +26,31 @@ constexpr const char* kExamples =
   Open loop: Poisson arrivals at 0.5 and 1 request/s per model, at most 8 in flight each:
     gpufrac bench --target http://127.0.0.1:8001 --request-rate 0.5,1 --concurrency 8
 
-  Bursty arrivals (gamma, shape 0.5), chat with text prompts of ~512 +- 64 words:
+  Bursty arrivals (gamma, shape 0.5), chat with text prompts of 512 +- 64 tokens (exact per request):
     gpufrac bench --target http://10.0.0.5:8000/v1=Qwen/Qwen3-4B --endpoint chat \
         --isl 512 --isl-stddev 64 --osl 128 --request-rate 2 --burstiness 0.5
 
   A quick check against a local server, 8 requests at c=2 after 2 warmup requests:
     gpufrac bench --target http://127.0.0.1:8001 --concurrency 2 --requests 8 --warmup 2 --osl 32)";
+
+constexpr const char* kTextPrompts =
+    R"(  --endpoint chat sends one user message of text whose token count, as the server counts it
+  WITH its chat template and generation prompt, is exactly the ISL drawn for that request. Before
+  each run point bench builds every request's prompt (warmup included) from seeded common English
+  words: it counts a candidate with the target's POST URL/tokenize ({"model", "messages": [...],
+  "add_generation_prompt": true}, as vLLM and gpufrac serve define it), searches the word count,
+  tops the text up with pieces the server counts as one token each, and checks the result. Eight
+  calls are in flight at a time, a progress line shows meanwhile, and none runs during the
+  measurement. A server without /tokenize (HTTP 404) is a one-line error that names the fix.
+    gpufrac bench --target http://127.0.0.1:8001=tiny --endpoint chat --isl 512 --isl-stddev 64 \
+        --osl 64 --concurrency 1,4 --out results
+    -> every line of results/dedicated-m1/c1/records.jsonl has input_tokens (the server's
+       usage.prompt_tokens) = requested_input_tokens; summary.json counts any difference as
+       input_token_mismatches. Records carry the stream's finish_reason.
+  --endpoint completions --prompt text sends such texts as the /v1/completions prompt string,
+  counted with {"model", "prompt"} (special tokens such as a BOS included, as the server adds them).
+  Texts of different requests differ from their first words on; a chat template's fixed head (a
+  system header, say) is the same in every request, as for any chat client.)";
 
 constexpr const char* kMetrics =
     R"(  As AIPerf (and shared/reference/bench-definitions.md) define them, from raw timestamps kept
@@ -48,6 +67,21 @@ constexpr const char* kMetrics =
   Percentiles interpolate linearly (numpy's default). With several targets the aggregate sums
   tok/s and req/s and takes the mean of the per-target p50s (the reference study's way); the
   pooled distributions are in summary.json too.)";
+
+PromptKind parse_prompt_kind(const CliArgs& args, Endpoint endpoint) {
+  if (!args.given("prompt")) {
+    return endpoint == Endpoint::kChat ? PromptKind::kText : PromptKind::kTokenIds;
+  }
+  std::string text = args.get("prompt");
+  if (text == "text") return PromptKind::kText;
+  if (text != "ids") throw UsageError("--prompt: '" + text + "' is not one of ids, text");
+  if (endpoint == Endpoint::kChat) {
+    throw UsageError(
+        "--prompt ids needs --endpoint completions: chat messages are text "
+        "(--prompt text, the default for chat)");
+  }
+  return PromptKind::kTokenIds;
+}
 
 Endpoint parse_endpoint(const std::string& text) {
   if (text == "completions") return Endpoint::kCompletions;
@@ -143,10 +177,14 @@ int bench_command(int argc, char** argv) {
               "(concurrency is per model, as in the reference study).",
               std::nullopt, true)
       .option("endpoint", "completions|chat",
-              "completions: POST /v1/completions with the prompt as token ids (exact ISL). "
-              "chat: POST /v1/chat/completions with text of about ISL words (the server's usage "
-              "gives the true count).",
+              "completions: POST /v1/completions (token-id prompts by default). chat: POST "
+              "/v1/chat/completions with one user message of text of exactly ISL tokens, chat "
+              "template included (see Text prompts).",
               "completions")
+      .option("prompt", "ids|text",
+              "ids: an array of token ids (exact ISL without a tokenizer; completions only). "
+              "text: common English words built to exactly ISL tokens with the server's POST "
+              "/tokenize before each run point [default: ids for completions, text for chat].")
       .option("isl", "TOKENS", "Input length per request (mean when --isl-stddev > 0).", "2048")
       .option("osl", "TOKENS",
               "Output length per request: max_tokens = min_tokens = OSL with ignore_eos.", "256")
@@ -158,7 +196,7 @@ int bench_command(int argc, char** argv) {
               "Standard deviation of the output length, drawn the same way per request.", "0")
       .option("vocab-size", "N",
               "Prompt token ids are drawn from [0, N): use the model's count of ordinary "
-              "(non-special) tokens. The default is Qwen3's.",
+              "(non-special) tokens. The default is Qwen3's. Unused by text prompts.",
               "151643")
       .option("seed", "N",
               "Seed of prompts, lengths and arrivals. Prompts differ per request, per target "
@@ -199,6 +237,7 @@ int bench_command(int argc, char** argv) {
               "GPUs serving all targets together (a label: report divides tok/s by it).", "1")
       .flag("no-progress", "No live progress line (it is shown only when stderr is a terminal).")
       .section("Examples", kExamples)
+      .section("Text prompts", kTextPrompts)
       .section("Metrics", kMetrics)
       .section("Status of a request",
                "  ok, http_error (non-2xx reply), stream_error (error event, malformed or "
@@ -209,6 +248,7 @@ int bench_command(int argc, char** argv) {
 
   BenchConfig config;
   config.workload.endpoint = parse_endpoint(args.get("endpoint"));
+  config.workload.prompt = parse_prompt_kind(args, config.workload.endpoint);
   config.workload.isl = positive(args, "isl");
   config.workload.osl = positive(args, "osl");
   config.workload.isl_stddev = non_negative(args, "isl-stddev");

@@ -46,6 +46,7 @@ Json point_config(const BenchConfig& c, int concurrency, double rate, int reques
   j["requests"] = requests;
   j["warmup"] = warmup;
   j["endpoint"] = endpoint_name(c.workload.endpoint);
+  j["prompt"] = prompt_kind_name(c.workload.prompt);
   j["seed"] = c.workload.seed;
   j["vocab_size"] = c.workload.vocab_size;
   j["request_timeout_s"] = c.request_timeout_s;
@@ -56,6 +57,14 @@ Json point_config(const BenchConfig& c, int concurrency, double rate, int reques
 // "[c4] measured  37/80 · 8 in flight · 0 failed · 1234 tok/s · 3.2 s", redrawn in place.
 void draw_progress(const std::string& label, const PointProgress& p) {
   char line[200];
+  if (p.preparing) {  // its own line once done: log lines about the prompts follow
+    std::snprintf(line, sizeof line, "\r[%s] prompts  %lld/%lld built, %.1f s\033[K%s",
+                  label.c_str(), (long long)p.finished, (long long)p.total, p.elapsed_s,
+                  p.finished == p.total ? "\n" : "");
+    std::fputs(line, stderr);
+    std::fflush(stderr);
+    return;
+  }
   std::snprintf(line, sizeof line,
                 "\r[%s] %s %lld/%lld done, %lld in flight, %lld failed, %.0f tok/s, %.1f s\033[K",
                 label.c_str(), p.warmup ? "warmup  " : "measured", (long long)p.finished,
@@ -155,6 +164,11 @@ std::vector<PointResult> run_bench(const BenchConfig& config, std::ostream& tabl
       log_warn(label, ": ", result.aggregate.output_token_mismatches,
                " requests returned a different number of tokens than the ", config.workload.osl,
                " asked for (output_token_mismatches)");
+    }
+    if (result.aggregate.input_token_mismatches > 0) {
+      log_warn(label, ": the server counted ", result.aggregate.input_token_mismatches,
+               " prompts (usage.prompt_tokens) differently from the length bench built them to "
+               "(input_token_mismatches)");
     }
     results.push_back(std::move(result));
   }

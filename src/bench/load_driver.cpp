@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <ctime>
 #include <deque>
 #include <random>
 
+#include "bench/server_token_counter.h"
 #include "bench/stream_client.h"
 #include "common/clock.h"
+#include "common/log.h"
 
 namespace gpufrac {
 namespace {
@@ -154,6 +157,49 @@ class PhaseRunner {
   int64_t output_tokens_ = 0;
 };
 
+// /tokenize calls in flight at once while text prompts are built: enough to hide the round trip,
+// few enough not to crowd a server that may be serving other work.
+constexpr int kTokenizeParallel = 8;
+
+// Builds every text prompt of the point (requests 0 .. per_target-1 of each target).
+void prepare_text_prompts(const std::vector<BenchTarget>& targets, std::vector<TargetLoad>& loads,
+                          const WorkloadSpec& workload, int64_t per_target,
+                          const std::function<void(const PointProgress&)>& on_progress,
+                          double progress_interval_s) {
+  const int64_t start = monotonic_ns();
+  const int64_t total = per_target * int64_t(loads.size());
+  log_info("building ", total, " text prompts of exactly ", workload.isl,
+           workload.isl_stddev > 0 ? " (mean)" : "", " tokens with each target's POST /tokenize, ",
+           kTokenizeParallel, " calls at a time");
+  int64_t built_before = 0, calls = 0;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    ServerTokenCounter counter(targets[i].url, targets[i].model, workload.endpoint);
+    WorkloadGenerator& generator = loads[i].generator;
+    std::vector<TextPromptSpec> specs(static_cast<size_t>(per_target));
+    for (int64_t r = 0; r < per_target; ++r) {
+      specs[size_t(r)] = {generator.input_length(r), generator.text_seed(r)};
+    }
+    std::function<void(int64_t, int64_t)> progress;
+    if (on_progress) {
+      progress = [&](int64_t done, int64_t) {
+        PointProgress p;
+        p.preparing = true;
+        p.finished = built_before + done;
+        p.total = total;
+        p.elapsed_s = double(monotonic_ns() - start) / 1e9;
+        on_progress(p);
+      };
+    }
+    generator.set_texts(
+        build_exact_texts(counter, specs, kTokenizeParallel, progress, progress_interval_s));
+    built_before += per_target;
+    calls += counter.calls();
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.2f", double(monotonic_ns() - start) / 1e9);
+  log_info("built ", total, " text prompts in ", seconds, " s with ", calls, " /tokenize calls");
+}
+
 }  // namespace
 
 std::string utc_now_iso() {
@@ -175,6 +221,10 @@ PointRun run_load_point(const std::vector<BenchTarget>& targets, const WorkloadS
   for (size_t i = 0; i < targets.size(); ++i) {
     endpoints.push_back(targets[i].endpoint);
     loads.emplace_back(int(i), targets[i], workload, point_key);
+  }
+  if (workload.prompt == PromptKind::kText) {
+    prepare_text_prompts(targets, loads, workload, int64_t(point.warmup) + point.requests,
+                         on_progress, progress_interval_s);
   }
   StreamClient client(std::move(endpoints), request_timeout_s);
   PointRun run;

@@ -1,6 +1,9 @@
 // Drives one run point: all targets at once, each with its own stream set, on one StreamClient
-// (one thread, epoll). Warmup requests of every target run first and are all finished before the
-// measured requests of any target start, so the measured window sees every model under load.
+// (one thread, epoll). Text prompts are built first, every one of the point's requests for every
+// target, exact to the token with each target's POST /tokenize (text_prompts.h; a few counts at a
+// time), so no tokenizer call overlaps the measurement. Warmup requests of every target run first
+// and are all finished before the measured requests of any target start, so the measured window
+// sees every model under load.
 //
 // Closed loop: `concurrency` requests in flight per target at all times; a finished request is
 // replaced at once (its successor's scheduled time is the moment it ended). Open loop: arrivals
@@ -37,6 +40,7 @@ struct LoadPoint {
 };
 
 struct PointProgress {
+  bool preparing = false;  // building text prompts: finished/total count prompts
   bool warmup = false;
   int64_t finished = 0, total = 0, in_flight = 0, failed = 0;  // this phase, all targets
   int64_t output_tokens = 0;                                   // finished in this phase
@@ -49,7 +53,8 @@ struct PointRun {
 };
 
 // Runs the point. `point_key` makes this point's prompts and arrivals differ from other points'.
-// `on_progress`, when set, is called from the loop about every `progress_interval_s`.
+// `on_progress`, when set, is called from the loop about every `progress_interval_s` (also while
+// text prompts are built). Throws RuntimeFailure when text prompts cannot be built.
 PointRun run_load_point(const std::vector<BenchTarget>& targets, const WorkloadSpec& workload,
                         const LoadPoint& point, uint64_t point_key, double request_timeout_s,
                         const std::function<void(const PointProgress&)>& on_progress = {},

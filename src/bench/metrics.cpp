@@ -41,6 +41,9 @@ TargetMetrics compute_target_metrics(const std::vector<RequestRecord>& records) 
       m.total_output_tokens += r.output_tokens;
       m.total_input_tokens += r.input_tokens;
       if (r.output_tokens != r.requested_output_tokens) ++m.output_token_mismatches;
+      if (r.requested_input_tokens > 0 && r.input_tokens != r.requested_input_tokens) {
+        ++m.input_token_mismatches;
+      }
     } else {
       ++m.failed;
       ++m.errors[status_name(r.status)];
@@ -76,6 +79,7 @@ AggregateMetrics aggregate_metrics(const std::vector<TargetMetrics>& targets,
     a.completed += t.completed;
     a.failed += t.failed;
     a.output_token_mismatches += t.output_token_mismatches;
+    a.input_token_mismatches += t.input_token_mismatches;
     a.total_input_tokens += t.total_input_tokens;
     a.total_output_tokens += t.total_output_tokens;
     for (const auto& [status, count] : t.errors) a.errors[status] += count;
@@ -118,6 +122,7 @@ Json target_metrics_to_json(const TargetMetrics& m) {
   j["failed"] = m.failed;
   j["errors"] = m.errors;
   j["output_token_mismatches"] = m.output_token_mismatches;
+  j["input_token_mismatches"] = m.input_token_mismatches;
   j["total_input_tokens"] = m.total_input_tokens;
   j["total_output_tokens"] = m.total_output_tokens;
   return j;
@@ -141,6 +146,7 @@ Json aggregate_metrics_to_json(const AggregateMetrics& a) {
   j["failed"] = a.failed;
   j["errors"] = a.errors;
   j["output_token_mismatches"] = a.output_token_mismatches;
+  j["input_token_mismatches"] = a.input_token_mismatches;
   j["total_input_tokens"] = a.total_input_tokens;
   j["total_output_tokens"] = a.total_output_tokens;
   j["duration_s"] = a.duration_s;

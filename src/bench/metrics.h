@@ -30,6 +30,7 @@ struct TargetMetrics {
   int64_t failed = 0;
   std::map<std::string, int64_t> errors;  // status name -> count (failed requests only)
   int64_t output_token_mismatches = 0;    // completed requests whose length != requested OSL
+  int64_t input_token_mismatches = 0;     // ... whose usage.prompt_tokens != the ISL built
   int64_t total_input_tokens = 0;         // completed requests
   int64_t total_output_tokens = 0;
 };
@@ -42,7 +43,7 @@ struct AggregateMetrics {
   double itl_ms_p50 = 0;
   Stats ttft_ms, itl_ms, request_latency_ms, inter_chunk_gap_ms, output_tokens,
       input_tokens;  // pooled
-  int64_t completed = 0, failed = 0, output_token_mismatches = 0;
+  int64_t completed = 0, failed = 0, output_token_mismatches = 0, input_token_mismatches = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   std::map<std::string, int64_t> errors;
   double duration_s = 0;  // the longest target's

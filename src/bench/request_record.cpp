@@ -37,7 +37,9 @@ Json record_to_json(const RequestRecord& r) {
   j["input_tokens"] = r.input_tokens;
   j["output_tokens"] = r.output_tokens;
   j["output_tokens_source"] = r.output_tokens_from_usage ? "usage" : "events";
+  j["requested_input_tokens"] = r.requested_input_tokens;
   j["requested_output_tokens"] = r.requested_output_tokens;
+  j["finish_reason"] = r.finish_reason.empty() ? Json(nullptr) : Json(r.finish_reason);
   return j;
 }
 

@@ -38,7 +38,9 @@ struct RequestRecord {
   int64_t input_tokens = 0;       // usage.prompt_tokens, else what was sent
   int64_t output_tokens = 0;      // usage.completion_tokens, else the content events counted
   bool output_tokens_from_usage = false;
+  int64_t requested_input_tokens = 0;  // the input length bench built the prompt to
   int64_t requested_output_tokens = 0;
+  std::string finish_reason;  // the stream's last non-null finish_reason, "" when none came
 
   bool ok() const { return status == RequestStatus::kOk; }
 };

@@ -31,7 +31,8 @@ std::string describe_errno(int error) {
   return std::strerror(error);
 }
 
-// The message of an OpenAI-style error body, else the body itself (shortened).
+}  // namespace
+
 std::string error_from_body(int status, const std::string& body) {
   Json j = Json::parse(body, nullptr, false);
   std::string message;
@@ -49,8 +50,6 @@ std::string error_from_body(int status, const std::string& body) {
   if (message.empty()) message = body.substr(0, 200);
   return "HTTP " + std::to_string(status) + ": " + message;
 }
-
-}  // namespace
 
 struct StreamClient::Endpoint {
   HttpUrl url;
@@ -182,6 +181,7 @@ void StreamClient::start(StreamRequest request) {
   r.warmup = request.warmup;
   r.scheduled_ns = request.scheduled_ns;
   r.input_tokens = request.input_tokens;
+  r.requested_input_tokens = request.input_tokens;
   r.requested_output_tokens = request.requested_output_tokens;
   r.event_ns.reserve(size_t(std::max<int64_t>(1, request.requested_output_tokens)) + 1);
   exchange->request = std::move(request);
@@ -364,6 +364,7 @@ void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
         if (e.content) x.record.event_ns.push_back(m.first_byte_ns);
         if (e.prompt_tokens) x.usage_prompt = e.prompt_tokens;
         if (e.completion_tokens) x.usage_completion = e.completion_tokens;
+        if (e.finish_reason) x.record.finish_reason = std::move(*e.finish_reason);
         if (e.done) x.done_seen = true;
       }
     } else if (x.error_body.size() < kMaxErrorBody) {

@@ -105,6 +105,10 @@ class StreamClient {
   std::vector<RequestRecord> failed_at_start_;  // start() could not even open a socket
 };
 
+// "HTTP <status>: <message>" from an error reply: the message of an OpenAI-style or vLLM error
+// body, else the body itself (shortened).
+std::string error_from_body(int status, const std::string& body);
+
 // Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
 uint64_t raise_open_file_limit();
 

@@ -56,9 +56,12 @@ StreamEvent interpret_stream_message(const SseMessage& message) {
   }
   if (auto choices = chunk.find("choices"); choices != chunk.end() && choices->is_array()) {
     for (const Json& choice : *choices) {
-      if (choice_has_content(choice)) {
-        event.content = true;
-        break;
+      if (choice_has_content(choice)) event.content = true;
+      if (!event.finish_reason && choice.is_object()) {
+        if (auto reason = choice.find("finish_reason");
+            reason != choice.end() && reason->is_string()) {
+          event.finish_reason = reason->get<std::string>();
+        }
       }
     }
   }

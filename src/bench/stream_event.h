@@ -2,7 +2,9 @@
 // (docs: shared/reference/bench-definitions.md). A "content event" carries generated text: a
 // completions choice with non-empty "text", or a chat choice whose delta has non-empty "content"
 // or reasoning text. Role-only chunks, usage-only chunks, empty deltas and "[DONE]" are not
-// content. Errors come as an "error" event, an {"error": {...}} object, or vLLM's
+// content. A choice's non-null "finish_reason" ("length", "stop", ...) is reported whatever chunk
+// carries it (vLLM puts it on the last content chunk; other servers send a chunk of its own,
+// which is not content). Errors come as an "error" event, an {"error": {...}} object, or vLLM's
 // {"object": "error", "message": ...}; unparseable data is an error too. Pure; thread-safe.
 #pragma once
 
@@ -18,6 +20,7 @@ struct StreamEvent {
   bool content = false;  // carries generated text (counts for TTFT, ITL and chunk gaps)
   std::optional<int64_t> prompt_tokens;      // from "usage", when present
   std::optional<int64_t> completion_tokens;  // from "usage", when present
+  std::optional<std::string> finish_reason;  // the first choice's, when non-null
   std::optional<std::string> error;          // the server's message, when this is an error
 };
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <random>
-#include <vector>
+#include <stdexcept>
 
 #include "common/json.h"
 
@@ -14,6 +14,8 @@ namespace {
 // first 16 ids differ share nothing.
 constexpr size_t kDistinctHead = 16;
 constexpr int kMaxRedraws = 64;
+// Salts of a request's random streams: 1 input length, 2 output length, 3.. id draws, and text.
+constexpr uint64_t kTextSalt = 0x7e47;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -21,23 +23,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
-
-// About one token each in every BPE vocabulary bench is likely to meet (a leading space + word).
-constexpr const char* kWords[] = {
-    "time",     "year",    "people",      "way",      "day",        "man",    "thing",   "woman",
-    "life",     "child",   "world",       "school",   "state",      "family", "student", "group",
-    "country",  "problem", "hand",        "part",     "place",      "case",   "week",    "company",
-    "system",   "program", "question",    "work",     "government", "number", "night",   "point",
-    "home",     "water",   "room",        "mother",   "area",       "money",  "story",   "fact",
-    "month",    "lot",     "right",       "study",    "book",       "eye",    "job",     "word",
-    "business", "issue",   "side",        "kind",     "head",       "house",  "service", "friend",
-    "father",   "power",   "hour",        "game",     "line",       "end",    "member",  "law",
-    "car",      "city",    "community",   "name",     "president",  "team",   "minute",  "idea",
-    "kid",      "body",    "information", "back",     "parent",     "face",   "others",  "level",
-    "office",   "door",    "health",      "person",   "art",        "war",    "history", "party",
-    "result",   "change",  "morning",     "reason",   "research",   "girl",   "guy",     "moment",
-    "air",      "teacher", "force",       "education"};
-constexpr size_t kWordCount = sizeof(kWords) / sizeof(kWords[0]);
 
 uint64_t hash_head(const std::vector<uint32_t>& ids) {
   uint64_t h = 0x1234567;
@@ -67,8 +52,16 @@ const char* endpoint_path(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
 }
 
+const char* prompt_kind_name(PromptKind kind) {
+  return kind == PromptKind::kText ? "text" : "ids";
+}
+
 WorkloadGenerator::WorkloadGenerator(WorkloadSpec spec, std::string model, uint64_t stream_key)
     : spec_(spec), model_json_(Json(model).dump()), stream_seed_(mix_seed(spec.seed, stream_key)) {}
+
+uint64_t WorkloadGenerator::request_seed(int64_t index) const {
+  return mix_seed(stream_seed_, uint64_t(index));
+}
 
 int WorkloadGenerator::draw_length(uint64_t rng_seed, int mean, double stddev) const {
   if (stddev <= 0) return mean;
@@ -77,43 +70,58 @@ int WorkloadGenerator::draw_length(uint64_t rng_seed, int mean, double stddev) c
   return std::max(1, int(std::lround(normal(rng))));
 }
 
-PreparedRequest WorkloadGenerator::make(int64_t index) {
-  uint64_t request_seed = mix_seed(stream_seed_, uint64_t(index));
-  PreparedRequest request;
-  request.input_tokens = draw_length(mix_seed(request_seed, 1), spec_.isl, spec_.isl_stddev);
-  request.output_tokens = draw_length(mix_seed(request_seed, 2), spec_.osl, spec_.osl_stddev);
+int WorkloadGenerator::input_length(int64_t index) const {
+  return draw_length(mix_seed(request_seed(index), 1), spec_.isl, spec_.isl_stddev);
+}
 
-  const uint32_t range =
-      spec_.endpoint == Endpoint::kChat ? uint32_t(kWordCount) : uint32_t(spec_.vocab_size);
-  std::vector<uint32_t> ids(size_t(request.input_tokens));
+uint64_t WorkloadGenerator::text_seed(int64_t index) const {
+  return mix_seed(request_seed(index), kTextSalt);
+}
+
+void WorkloadGenerator::set_texts(std::vector<std::string> texts) {
+  texts_ = std::move(texts);
+}
+
+void WorkloadGenerator::append_token_ids(uint64_t seed, int length, std::string& body) {
+  std::vector<uint32_t> ids(static_cast<size_t>(length));
   for (int attempt = 0;; ++attempt) {
-    std::mt19937_64 rng(mix_seed(request_seed, 3 + uint64_t(attempt)));
-    std::uniform_int_distribution<uint32_t> pick(0, range - 1);
+    std::mt19937_64 rng(mix_seed(seed, 3 + uint64_t(attempt)));
+    std::uniform_int_distribution<uint32_t> pick(0, uint32_t(spec_.vocab_size) - 1);
     for (uint32_t& id : ids) id = pick(rng);
     // Redraw on a repeated head; give up after a few tries when the space is too small to avoid
     // it (a 1-token prompt from a 100-token vocabulary cannot stay distinct for long).
     if (prompt_heads_.insert(hash_head(ids)).second || attempt == kMaxRedraws) break;
   }
+  body.reserve(body.size() + ids.size() * 8 + 16);
+  body += ",\"prompt\":[";
+  char number[16];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) body += ',';
+    auto [end, ec] = std::to_chars(number, number + sizeof number, ids[i]);
+    body.append(number, end);
+  }
+  body += "]}";
+}
 
+PreparedRequest WorkloadGenerator::make(int64_t index) {
+  uint64_t seed = request_seed(index);
+  PreparedRequest request;
+  request.input_tokens = input_length(index);
+  request.output_tokens = draw_length(mix_seed(seed, 2), spec_.osl, spec_.osl_stddev);
   std::string& body = request.body;
-  body.reserve(ids.size() * 8 + 256);
   body = "{" + common_fields(model_json_, request.output_tokens);
+  if (spec_.prompt == PromptKind::kTokenIds) {
+    append_token_ids(seed, request.input_tokens, body);
+    return request;
+  }
+  if (index < 0 || size_t(index) >= texts_.size()) {
+    throw std::logic_error("text prompt " + std::to_string(index) + " was not prepared");
+  }
+  std::string text = Json(texts_[size_t(index)]).dump();
   if (spec_.endpoint == Endpoint::kChat) {
-    std::string text;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) text += ' ';
-      text += kWords[ids[i]];
-    }
-    body += ",\"messages\":[{\"role\":\"user\",\"content\":" + Json(text).dump() + "}]}";
+    body += ",\"messages\":[{\"role\":\"user\",\"content\":" + text + "}]}";
   } else {
-    body += ",\"prompt\":[";
-    char number[16];
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) body += ',';
-      auto [end, ec] = std::to_chars(number, number + sizeof number, ids[i]);
-      body.append(number, end);
-    }
-    body += "]}";
+    body += ",\"prompt\":" + text + "}";
   }
   return request;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/strings.h"
 
@@ -26,8 +27,11 @@ void YamlReader::fail(const YAML::Node& node, const std::string& field,
 void YamlReader::check_keys(const YAML::Node& map, const std::string& field,
                             const std::vector<std::string>& allowed) const {
   if (!map.IsMap()) fail(map, field.empty() ? "the spec" : field, "must be a mapping of fields (key: value)");
+  std::set<std::string> seen;
   for (const auto& entry : map) {
     std::string key = entry.first.Scalar();
+    // yaml-cpp keeps the first of two equal keys silently; a spec saying `mode:` twice is a mistake.
+    if (!seen.insert(key).second) fail(entry.first, join(field, key), "is given twice; keep one");
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string list;
     for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;

@@ -23,7 +23,7 @@ class YamlReader {
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
                          const std::string& problem) const;
-  // `map` must be a mapping whose keys are all in `allowed`.
+  // `map` must be a mapping whose keys are all in `allowed`, each given once.
   void check_keys(const YAML::Node& map, const std::string& field,
                   const std::vector<std::string>& allowed) const;
 

@@ -82,10 +82,14 @@ Engine::Admission Engine::submit(uint64_t id, EngineRequest request,
   return Admission::kAccepted;
 }
 
-void Engine::cancel(uint64_t id) {
+void Engine::cancel(uint64_t id) { finish_early(id, FinishReason::kCancelled); }
+
+void Engine::stop_request(uint64_t id) { finish_early(id, FinishReason::kStop); }
+
+void Engine::finish_early(uint64_t id, FinishReason reason) {
   {
     std::lock_guard lock(mutex_);
-    cancels_.push_back(id);
+    early_finishes_.push_back({id, reason});
   }
   wake_.notify_one();
 }
@@ -95,20 +99,20 @@ void Engine::loop() {
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] {
-        return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work() ||
-               in_flight_count_ > 0;
+        return stopping_ || !incoming_.empty() || !early_finishes_.empty() ||
+               scheduler_.has_work() || in_flight_count_ > 0;
       });
       if (stopping_) break;
       incoming_local_.swap(incoming_);
-      cancels_local_.swap(cancels_);
+      early_finishes_local_.swap(early_finishes_);
       // Counted as waiting until admitted below: keeps submit()'s cap exact across the swap.
       scheduler_waiting_ += static_cast<int64_t>(incoming_local_.size());
     }
     for (Pending& p : incoming_local_) admit(p);
     incoming_local_.clear();
     // After admission, so that a cancel racing its own submit finds the request.
-    for (uint64_t id : cancels_local_) finish(id, FinishReason::kCancelled);
-    cancels_local_.clear();
+    for (const EarlyFinish& f : early_finishes_local_) finish(f.id, f.reason);
+    early_finishes_local_.clear();
     bool submitted = scheduler_.has_work() && submit_step();
     // One step stays on the device while the previous one's tokens are delivered.
     if (in_flight_count_ > (submitted ? 1 : 0)) collect_step();

@@ -9,7 +9,8 @@
 // device. A request that step n finishes (EOS, stop id) may already be in step n+1: that step's
 // token for it is dropped. Requests that reach max_tokens are not scheduled past their last token.
 //
-// Thread-safety: submit(), cancel(), metrics() and the accessors may be called from any thread.
+// Thread-safety: submit(), cancel(), stop_request(), metrics() and the accessors may be called
+// from any thread (stop_request() also from a sink's on_token).
 // Sinks are called on the engine thread only, in order (tokens, then exactly one on_finish), and
 // must not block: they hand bytes to an HTTP response and return.
 #pragma once
@@ -89,6 +90,10 @@ class Engine {
   // Cancels a request wherever it is (waiting, running, not yet picked up); its blocks are freed
   // and its sink gets on_finish(kCancelled). Unknown or finished ids are ignored.
   void cancel(uint64_t id);
+  // Finishes a request as kStop before its next step (the server found a stop string in its
+  // text): its blocks are freed and its sink gets on_finish(kStop). A sink may call it from
+  // on_token. Unknown or finished ids are ignored.
+  void stop_request(uint64_t id);
 
   const ModelConfig& model_config() const { return runner_.config(); }
   const EngineOptions& options() const { return options_; }
@@ -130,10 +135,17 @@ class Engine {
   Scheduler scheduler_;
   EngineMetrics metrics_;
 
-  std::mutex mutex_;  // guards incoming_, cancels_, stopping_
+  // A request to end early: cancel() (kCancelled) or stop_request() (kStop).
+  struct EarlyFinish {
+    uint64_t id;
+    FinishReason reason;
+  };
+  void finish_early(uint64_t id, FinishReason reason);
+
+  std::mutex mutex_;  // guards incoming_, early_finishes_, stopping_
   std::condition_variable wake_;
   std::vector<Pending> incoming_;
-  std::vector<uint64_t> cancels_;
+  std::vector<EarlyFinish> early_finishes_;
   bool stopping_ = false;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<int64_t> scheduler_waiting_{0};  // published by the loop for submit()'s queue cap
@@ -142,7 +154,7 @@ class Engine {
   // Loop-thread state, reused every step.
   std::unordered_map<uint64_t, Active> active_;
   std::vector<Pending> incoming_local_;
-  std::vector<uint64_t> cancels_local_;
+  std::vector<EarlyFinish> early_finishes_local_;
   StepBatch batch_;
   StepResult result_;
   int64_t steps_submitted_ = 0;

@@ -12,6 +12,7 @@ add_library(gpufrac_engine_model
   ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cpu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/cpu_runner.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/host_memory.cpp
 )
 target_link_libraries(gpufrac_engine_model PUBLIC gpufrac_common)
 # The hot loops: vectorised reductions (omp simd) at -O3, and the bf16 widening they feed on.

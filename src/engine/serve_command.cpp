@@ -14,7 +14,9 @@
 #include "engine/engine.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/openai_server.h"
+#include "engine/presets.h"
 #include "engine/runner_factory.h"
+#include "engine/served_tokenizer.h"
 
 namespace gpufrac {
 
@@ -23,14 +25,22 @@ namespace {
 CliArgs serve_args() {
   CliArgs args("gpufrac serve --model PRESET|DIR [OPTIONS]",
                "Serve one model with gpufrac's own engine behind an OpenAI-compatible HTTP API:\n"
-               "POST /v1/completions (prompts as token-id arrays; streaming and not), GET\n"
-               "/v1/models, /health and /metrics (Prometheus). Continuous batching with chunked\n"
-               "prefill and a paged KV cache sized from the memory the process may use.");
+               "POST /v1/completions (prompt as text or token ids) and /v1/chat/completions\n"
+               "(messages through the model's chat template), streaming and not; POST /tokenize and\n"
+               "/detokenize; GET /v1/models, /health and /metrics (Prometheus). Continuous batching\n"
+               "with chunked prefill and a paged KV cache sized from the memory the process may use.");
   args.option("model", "PRESET|DIR",
               "a preset with seeded random weights (qwen3-4b, qwen3-0.6b, tiny) or a Hugging Face "
               "checkpoint directory (config.json + *.safetensors)")
       .option("device", "cpu|cuda|auto", "where the model runs; auto = CUDA when usable, else CPU",
               "auto")
+      .option("tokenizer", "DIR",
+              "directory of the tokenizer.json (and tokenizer_config.json) to use (default: the "
+              "checkpoint directory; for a preset, the Qwen3 tokenizer scripts/install-deps "
+              "fetches)")
+      .option("chat-template", "qwen3|chatml|llama3",
+              "the chat template of /v1/chat/completions (default: recognised from "
+              "tokenizer_config.json)")
       .option("host", "ADDR", "address to listen on (0.0.0.0 for every interface)", "127.0.0.1")
       .option("port", "N", "TCP port to listen on", "8000")
       .option("served-model-name", "NAME",
@@ -63,25 +73,46 @@ CliArgs serve_args() {
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
               "0")
       .section("Example",
+               "  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak\n"
                "  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \\\n"
                "      --memory-budget 1G\n"
+               "  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+               "      -d '{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi!\"}],\n"
+               "           \"max_tokens\": 8, \"stream\": true, \"stream_options\": {\"include_usage\": true}}'\n"
                "  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
-               "      -d '{\"model\": \"tiny\", \"prompt\": [151644, 872, 198], \"max_tokens\": 8,\n"
-               "           \"stream\": true, \"stream_options\": {\"include_usage\": true}}'\n"
+               "      -d '{\"model\": \"tiny\", \"prompt\": \"The capital of France is\", \"max_tokens\": 8,\n"
+               "           \"stop\": [\"\\n\"], \"temperature\": 0}'\n"
+               "  curl -s localhost:8000/tokenize -H 'Content-Type: application/json' \\\n"
+               "      -d '{\"model\": \"tiny\", \"prompt\": \"Hello world\"}'\n"
                "  curl -s localhost:8000/metrics | grep kv_cache_blocks\n"
                "\n"
-               "Serves the tiny preset on the CPU with a 1 GiB KV cache (tiny needs 1 KiB per token:\n"
-               "65536 blocks are possible, capped at --max-num-seqs x --max-model-len / --block-size\n"
-               "= 32768), streams 8 tokens as server-sent events (each chunk's \"token_ids\" holds the\n"
-               "sampled id; \"text\" shows it as text until the tokenizer lands) and a last chunk with\n"
-               "usage, then shows the KV blocks in use.")
+               "Serves the tiny preset (random weights, Qwen3's vocabulary and tokenizer) on the CPU\n"
+               "with a 1 GiB KV cache (tiny needs 1 KiB per token: 65536 blocks are possible, capped\n"
+               "at --max-num-seqs x --max-model-len / --block-size = 32768); streams a chat reply of\n"
+               "8 tokens as server-sent events (a role chunk, content deltas, a chunk with\n"
+               "finish_reason, a usage chunk, [DONE]); completes a text prompt up to the first\n"
+               "newline; counts the tokens of a text ({\"count\": 2, \"tokens\": [9707, 1879], ...});\n"
+               "then shows the KV blocks in use. Random weights make the replies gibberish.")
       .section("Requests",
-               "prompt: an array of token ids (or an array holding one). Fields: max_tokens (16),\n"
-               "min_tokens, temperature (1; 0 = greedy), top_p, top_k, seed, ignore_eos,\n"
-               "stop_token_ids, stream, stream_options.include_usage. Bad requests get an OpenAI-style\n"
-               "error body: 400 (malformed, wrong types, token ids outside the vocabulary, prompt +\n"
-               "max_tokens over --max-model-len), 404 (unknown model), 413 (body too large), 429\n"
-               "(waiting queue full). A client that disconnects cancels its request.")
+               "/v1/completions: prompt as text (a string) or token ids (an array, or an array\n"
+               "holding one). /v1/chat/completions: messages [{role: system|user|assistant,\n"
+               "content: string or [{type: text, text}]}]; generation ends at the template's\n"
+               "end-of-turn token (<|im_end|>) unless ignore_eos. Fields: max_tokens (completions 16,\n"
+               "chat: what the context leaves) or max_completion_tokens, min_tokens, temperature\n"
+               "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16),\n"
+               "stop_token_ids, skip_special_tokens, stream, stream_options.include_usage. Stop\n"
+               "strings are matched across tokens and left out of the text. /tokenize: {prompt} or\n"
+               "{messages} -> {count, max_model_len, tokens}; /detokenize: {tokens} -> {prompt}.\n"
+               "Bad requests get an OpenAI-style error body: 400 (malformed, wrong types, token ids\n"
+               "outside the vocabulary, prompt + max_tokens over --max-model-len, text without a\n"
+               "tokenizer), 404 (unknown model), 413 (body too large), 429 (waiting queue full). A\n"
+               "client that disconnects cancels its request.")
+      .section("Tokenizer",
+               "Loaded at start from --tokenizer, the checkpoint directory, or (presets) the Qwen3\n"
+               "data of scripts/install-deps ($GPUFRAC_TOKENIZER_DIR overrides where). Without one\n"
+               "the server still starts: token-id prompts work, each token's text is its id\n"
+               "(\" 1234\"), and text prompts, chat, stop strings and /tokenize answer 400 naming\n"
+               "the fix.")
       .section("Stopping", "SIGINT or SIGTERM stop the server: in-flight requests are cancelled.");
   return args;
 }
@@ -159,8 +190,23 @@ int serve_command(int argc, char** argv) {
                                                  options.max_model_len,
                                                  options.scheduler.max_num_seqs);
 
+  engine::ServedTokenizerOptions tokenizer_options;
+  tokenizer_options.model = runner_options.model;
+  tokenizer_options.model_is_preset = engine::find_preset(runner_options.model).has_value();
+  tokenizer_options.tokenizer_dir = args.has("tokenizer") ? args.get("tokenizer") : "";
+  tokenizer_options.chat_template = args.has("chat-template") ? args.get("chat-template") : "";
+  tokenizer_options.vocab_size = config.vocab_size;
+  const engine::ServedTokenizer text = engine::load_served_tokenizer(tokenizer_options);
+  if (text.get()) {
+    log_info("serve: tokenizer from ", text.directory, ", chat template ",
+             text.chat_template ? engine::chat_template_name(*text.chat_template) : "none");
+  } else {
+    log_warn("serve: no tokenizer, so only token-id prompts work: ", text.unavailable);
+  }
+
   engine::Engine engine(*runner, options);
   engine::OpenAiServerOptions server_options;
+  server_options.text = &text;
   server_options.served_model_name =
       args.has("served-model-name") ? args.get("served-model-name") : runner_options.model;
   server_options.http.host = args.get("host");

@@ -11,7 +11,8 @@ namespace gpufrac {
 namespace {
 
 // The reference study's workload on one H200: ISL 2048 / OSL 256, c = 1..32 per model, the three
-// arms at 2 models per GPU, fractions also at 4 and 8, and the light-load packing search.
+// arms at 2 models per GPU, fractions also at 4 and 8, and the light-load packing search (12
+// requests per model and probe: about two minutes of arrivals at 0.1 requests/s).
 constexpr const char* kGpuDefault = R"(name: gpu-qwen3-4b
 model: qwen3-4b
 device: cuda
@@ -24,7 +25,7 @@ runs:
   - {arm: fractions, models_per_gpu: 2, concurrency: [1, 2, 4, 8, 16, 32]}
   - {arm: fractions, models_per_gpu: [4, 8], concurrency: [1, 2, 4]}
 slo: {ttft_p90_ms: 1000, itl_p50_ms: 30}
-packing_search: {arm: fractions, rate: 0.1, max_models_per_gpu: 16}
+packing_search: {arm: fractions, rate: 0.1, max_models_per_gpu: 16, requests: 12}
 cost: {price_per_node_hour: 1.0, gpus_per_node: 8, models: 16}
 output: experiment-results/gpu-qwen3-4b
 )";

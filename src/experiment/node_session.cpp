@@ -15,8 +15,12 @@ void run_node_session(const ExperimentSpec& spec, const std::string& arm, int mo
   NodeOptions node_options;
   node_options.gpufrac_binary = options.gpufrac_binary;
   log_info("experiment: bringing up ", arm, " with ", models_per_gpu, " model(s) per GPU");
-  std::unique_ptr<Node> node =
-      Node::up(experiment_node_spec(spec, arm, models_per_gpu), node_options);
+  std::unique_ptr<Node> node;
+  try {
+    node = Node::up(experiment_node_spec(spec, arm, models_per_gpu), node_options);
+  } catch (const std::exception& e) {
+    throw NodeDidNotStart(e.what());
+  }
   BenchConfig base = config;
   base.targets.clear();
   for (const InstanceStatus& instance : node->instances()) {

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "experiment/experiment_plan.h"
 #include "experiment/node_session.h"
 
@@ -50,21 +51,22 @@ PackingSearchResult search_packings(int max_models_per_gpu,
   PackingSearchResult result;
   auto run = [&](int m) {
     result.probes.push_back(probe(m));
-    return result.probes.back().passed;
+    return result.probes.back();
   };
-  int pass = 0;
-  int fail = max_models_per_gpu + 1;
-  for (int m = 1; !interrupted(); m = std::min(m * 2, max_models_per_gpu)) {
-    if (!run(m)) {
-      fail = m;
+  int pass = 0;                       // the largest packing known to meet the SLO
+  int fail = max_models_per_gpu + 1;  // the smallest packing known to miss it
+  for (int m = max_models_per_gpu; m > 0 && !interrupted(); --m) {
+    PackingProbe p = run(m);
+    if (p.passed) {
+      pass = m;
       break;
     }
-    pass = m;
-    if (m == max_models_per_gpu) break;
+    fail = m;
+    if (p.started) break;
   }
   while (fail - pass > 1 && !interrupted()) {
     int mid = pass + (fail - pass) / 2;
-    if (run(mid)) pass = mid;
+    if (run(mid).passed) pass = mid;
     else fail = mid;
   }
   result.largest_passing = pass;
@@ -82,10 +84,23 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
     if (search.requests > 0) config.requests = search.requests;
     std::string summary = point_directory(config, 0, search.rate) + "/summary.json";
     if (!std::filesystem::exists(summary)) {
-      run_node_session(spec, search.arm, m, config, {{}, {search.rate}}, options, interrupted,
-                       nullptr, nullptr);
+      try {
+        run_node_session(spec, search.arm, m, config, {{}, {search.rate}}, options, interrupted,
+                         nullptr, nullptr);
+      } catch (const NodeDidNotStart& e) {
+        log_warn("packing search: ", m, " model(s) per GPU did not start: ", e.what());
+        PackingProbe p;
+        p.models_per_gpu = m;
+        p.started = false;
+        p.not_started_reason = e.what();
+        return p;
+      }
     }
-    if (interrupted()) return PackingProbe{m, false, 0, 0, 0, summary};
+    if (interrupted()) {
+      PackingProbe unfinished;
+      unfinished.models_per_gpu = m;
+      return unfinished;
+    }
     return judge_probe(summary, m, spec.slo);
   };
   PackingSearchResult result = search_packings(search.max_models_per_gpu, probe, interrupted);
@@ -95,7 +110,8 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
       probes.push_back({{"models_per_gpu", p.models_per_gpu}, {"passed", p.passed},
                         {"worst_ttft_p90_ms", p.worst_ttft_p90_ms},
                         {"worst_itl_p50_ms", p.worst_itl_p50_ms},
-                        {"failed_requests", p.failed_requests}, {"summary", p.summary_path}});
+                        {"failed_requests", p.failed_requests}, {"summary", p.summary_path},
+                        {"started", p.started}, {"not_started_reason", p.not_started_reason}});
     }
     Json record = {{"arm", search.arm},
                    {"rate_per_model", search.rate},
@@ -122,10 +138,20 @@ std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSea
             [](const auto& a, const auto& b) { return a.models_per_gpu < b.models_per_gpu; });
   char line[256];
   for (const PackingProbe& p : probes) {
+    if (!p.started) {
+      out << "| " << p.models_per_gpu << " | — | — | — | no: did not start |\n";
+      continue;
+    }
     std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s |\n", p.models_per_gpu,
                   p.worst_ttft_p90_ms, p.worst_itl_p50_ms, p.failed_requests,
                   p.passed ? "yes" : "no");
     out << line;
+  }
+  for (const PackingProbe& p : probes) {
+    if (!p.started) {
+      std::string why = p.not_started_reason.substr(0, p.not_started_reason.find('\n'));
+      out << "\n" << p.models_per_gpu << " model(s) per GPU did not start: " << why << "\n";
+    }
   }
   out << "\nLargest packing that meets the SLO: **" << result.largest_passing
       << " model(s) per GPU** (searched up to " << search.max_models_per_gpu

@@ -1,7 +1,9 @@
 // The packing search: the largest number of models per GPU that still meets the SLO when every
-// model receives `rate` requests/s (open loop). Probes packings 1, 2, 4, ... up to the spec's
-// maximum until one fails, then bisects between the last pass and the first failure. A probe
-// passes when every request completed and, for every model, TTFT p90 <= slo.ttft_p90_ms and
+// model receives `rate` requests/s (open loop). Probes from the top, since light load is limited
+// by memory before compute: the spec's maximum first, then one fewer while a packing does not
+// even start (a node that cannot be brought up fails in seconds); the first packing that starts
+// ends the search if it meets the SLO, else the search bisects below it. A probe passes when the
+// node started, every request completed and, for every model, TTFT p90 <= slo.ttft_p90_ms and
 // ITL p50 <= slo.itl_p50_ms. Each probe is a node brought up, one open-loop point, the node down;
 // its results stay in spec.output/packing/<arm>-m<m>/r<rate>/ and a probe whose summary exists is
 // read instead of run again. The outcome is also written to spec.output/packing.json.
@@ -23,6 +25,8 @@ struct PackingProbe {
   double worst_itl_p50_ms = 0;
   int failed_requests = 0;
   std::string summary_path;
+  bool started = true;     // false: the node could not be brought up (see not_started_reason)
+  std::string not_started_reason;
 };
 
 struct PackingSearchResult {

@@ -14,18 +14,6 @@
 namespace gpufrac {
 namespace {
 
-// yaml-cpp keeps the first of two equal keys silently; a spec saying `mode:` twice is a mistake.
-void check_unique_keys(const YamlReader& r, const YAML::Node& map, const std::string& field) {
-  if (!map.IsMap()) return;
-  std::set<std::string> seen;
-  for (const auto& entry : map) {
-    std::string key = entry.first.Scalar();
-    if (!seen.insert(key).second) {
-      r.fail(entry.first, YamlReader::join(field, key), "is given twice; keep one");
-    }
-  }
-}
-
 SharingMode parse_mode(const YamlReader& r, const YAML::Node& node, const std::string& field) {
   std::string v = r.scalar(node, field);
   if (v == "dedicated") return SharingMode::kDedicated;
@@ -88,7 +76,6 @@ void parse_gpus(const YamlReader& r, const YAML::Node& node, NodeSpec& spec) {
 
 void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::string& field,
                     FractionSpec& fraction) {
-  check_unique_keys(r, node, field);
   r.check_keys(node, field, {"compute", "memory"});
   if (node["compute"]) fraction.compute = r.share(node["compute"], field + ".compute");
   if (const YAML::Node& memory = node["memory"]) {
@@ -114,7 +101,6 @@ void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::stri
 }
 
 ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::string& field) {
-  check_unique_keys(r, node, field);
   r.check_keys(node, field,
                {"name", "engine", "model", "engine_args", "command", "env", "health",
                 "startup_timeout", "fraction", "replicas"});
@@ -216,7 +202,6 @@ NodeSpec parse_node_spec(const std::string& yaml_text, const std::string& source
   YamlReader r(source);
   YAML::Node root = r.load(yaml_text);
   if (!root.IsMap()) throw UsageError(source + ": a node spec is a mapping with at least models:");
-  check_unique_keys(r, root, "");
   r.check_keys(root, "",
                {"name", "listen", "run_dir", "device", "gpus", "mode", "placement",
                 "oversubscribe_compute", "context_reserve", "memcap_library", "mps_control",

@@ -24,7 +24,7 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models) : ser
     model.replicas.resize(size_t(std::max(1, m.replicas)));
     models_.push_back(std::move(model));
   }
-  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
     server_.route("POST", path, [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
       handle_completion(request, std::move(response));
     });

@@ -1,5 +1,5 @@
-// The node's front door: one listen address for every model. POST /v1/completions and
-// /v1/chat/completions go to a ready replica of the model named in the body's "model" (the one
+// The node's front door: one listen address for every model. POST /v1/completions,
+// /v1/chat/completions, /tokenize and /detokenize (vLLM's helpers) go to a ready replica of the model named in the body's "model" (the one
 // with the fewest requests in flight), relayed by UpstreamProxy (streams pass through chunk by
 // chunk; a client that disconnects closes the upstream request). GET /v1/models lists every model
 // with its readiness; GET /health is 200 when every model has a ready replica, else 503.

@@ -127,11 +127,60 @@ TEST_F(BenchCommand, OpenLoopDirectoryAndConfig) {
   EXPECT_EQ(summary["aggregate"]["completed"], 10);
 }
 
+TEST_F(BenchCommand, ChatTextPromptsEndToEnd) {
+  ScriptedSseOptions options;
+  options.ttft_ms = 2;
+  options.itl_ms = 1;
+  ScriptedSseServer server(options);
+  server.start();
+  Result r = run_gpufrac("bench --target " + server.url() +
+                         "=scripted --endpoint chat --isl 48 --isl-stddev 8 --osl 3 "
+                         "--concurrency 2 --requests 6 --warmup 1 --out " +
+                         out_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("built 7 text prompts"), std::string::npos) << r.output;
+  std::string dir = out_ + "/dedicated-m1/c2";
+  Json summary = read_json(dir + "/summary.json");
+  EXPECT_EQ(summary["config"]["endpoint"], "chat");
+  EXPECT_EQ(summary["config"]["prompt"], "text");
+  EXPECT_EQ(summary["aggregate"]["completed"], 6);
+  EXPECT_EQ(summary["aggregate"]["input_token_mismatches"], 0);
+  EXPECT_EQ(read_json(dir + "/profile_export_aiperf.json")["input_config"]["endpoint"]["type"],
+            "chat");
+  std::ifstream records(dir + "/records.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(records, line); ++lines) {
+    Json record = Json::parse(line);
+    EXPECT_EQ(record["input_tokens"], record["requested_input_tokens"]) << line;
+    EXPECT_EQ(record["finish_reason"], "length") << line;
+  }
+  EXPECT_EQ(lines, 7);
+}
+
+TEST_F(BenchCommand, ChatWithoutTokenizeSaysWhatToDo) {
+  ScriptedSseOptions options;
+  options.tokenize = false;
+  ScriptedSseServer server(options);
+  server.start();
+  Result r = run_gpufrac("bench --target " + server.url() +
+                         "=scripted --endpoint chat --concurrency 1 --requests 2 --out " + out_);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("gpufrac bench: --endpoint chat builds text prompts to the exact --isl "
+                          "with the server's POST /tokenize, but "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--endpoint completions --prompt ids"), std::string::npos) << r.output;
+  EXPECT_EQ(server.requests_received(), 0);
+}
+
 TEST(BenchHelp, ExplainsEveryOptionWithExamples) {
   Result r = run_gpufrac("bench --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* option : {"--target",
                              "--endpoint",
+                             "--prompt",
+                             "Text prompts:",
+                             "--endpoint chat --isl 512",
                              "--isl",
                              "--osl",
                              "--isl-stddev",
@@ -168,6 +217,8 @@ TEST(BenchFlags, MistakesNameTheFlag) {
       {"bench --target http://127.0.0.1:1=m --burstiness 2", "--request-rate"},
       {"bench --target http://127.0.0.1:1=m --endpoint embeddings", "--endpoint"},
       {"bench --target http://127.0.0.1:1=m --isl 0", "--isl"},
+      {"bench --target http://127.0.0.1:1=m --endpoint chat --prompt ids", "--prompt ids needs"},
+      {"bench --target http://127.0.0.1:1=m --prompt words", "--prompt"},
   };
   for (const Case& c : cases) {
     Result r = run_gpufrac(c.arguments);

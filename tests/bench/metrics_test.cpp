@@ -100,6 +100,18 @@ TEST(Metrics, ShortOutputsAreMismatches) {
   EXPECT_EQ(m.output_token_mismatches, 1);
 }
 
+TEST(Metrics, PromptsCountedOtherwiseAreInputMismatches) {
+  RequestRecord exact = ok_record(0, {10, 20}, 2), other = exact, unbuilt = exact;
+  exact.requested_input_tokens = 100;  // ok_record's usage.prompt_tokens is 100
+  other.requested_input_tokens = 96;
+  unbuilt.requested_input_tokens = 0;  // no length asked for: nothing to compare
+  TargetMetrics m = compute_target_metrics({exact, other, unbuilt});
+  EXPECT_EQ(m.input_token_mismatches, 1);
+  AggregateMetrics a = aggregate_metrics({m, m}, {});
+  EXPECT_EQ(a.input_token_mismatches, 2);
+  EXPECT_EQ(aggregate_metrics_to_json(a)["input_token_mismatches"], 2);
+}
+
 TEST(Metrics, AggregateSumsThroughputAndAveragesP50s) {
   std::vector<RequestRecord> a = {ok_record(0, {10, 20, 30}, 3), ok_record(0, {20, 30, 40}, 3)};
   std::vector<RequestRecord> b = {ok_record(0, {100, 200}, 2)};

@@ -51,6 +51,7 @@ PointResult two_target_point() {
               {"requests", 2},
               {"warmup", 1},
               {"endpoint", "completions"},
+              {"prompt", "ids"},
               {"seed", 0},
               {"cli_command", "gpufrac bench ..."}};
   p.machine = {
@@ -78,12 +79,14 @@ TEST(ResultFiles, RecordLineHasEveryContractField) {
   for (const char* key :
        {"target", "model", "request_id", "warmup", "status", "http_status", "error", "scheduled_ns",
         "sent_ns", "first_ns", "last_ns", "event_ns", "input_tokens", "output_tokens",
-        "output_tokens_source", "requested_output_tokens", "end_ns"}) {
+        "output_tokens_source", "requested_input_tokens", "requested_output_tokens",
+        "finish_reason", "end_ns"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["status"], "ok");
   EXPECT_EQ(j["output_tokens_source"], "usage");
   EXPECT_EQ(j["event_ns"].size(), 4u);
+  EXPECT_TRUE(j["finish_reason"].is_null());  // none came
   RequestRecord never_sent;
   never_sent.status = RequestStatus::kConnectionError;
   never_sent.error = "refused";
@@ -98,7 +101,7 @@ TEST(ResultFiles, SummaryJsonKeepsTheContract) {
   EXPECT_EQ(s["schema"], "gpufrac.summary/1");
   for (const char* key :
        {"arm", "models_per_gpu", "gpus", "load", "concurrency", "request_rate", "isl", "osl",
-        "isl_stddev", "osl_stddev", "requests", "warmup", "endpoint", "seed"}) {
+        "isl_stddev", "osl_stddev", "requests", "warmup", "endpoint", "prompt", "seed"}) {
     EXPECT_TRUE(s["config"].contains(key)) << key;
   }
   for (const char* key : {"hostname", "date", "gpu", "driver"}) {
@@ -109,7 +112,8 @@ TEST(ResultFiles, SummaryJsonKeepsTheContract) {
   for (const char* key :
        {"ttft_ms", "itl_ms", "request_latency_ms", "inter_chunk_gap_ms", "output_tokens",
         "input_tokens", "output_token_throughput", "request_throughput", "effective_concurrency",
-        "duration_s", "completed", "failed", "errors", "output_token_mismatches"}) {
+        "duration_s", "completed", "failed", "errors", "output_token_mismatches",
+        "input_token_mismatches"}) {
     EXPECT_TRUE(m.contains(key)) << key;
   }
   EXPECT_EQ(s["targets"][1]["model"], "m1");

@@ -33,6 +33,17 @@ TEST(StreamEvent, ChatContentAndReasoningAreContent) {
   EXPECT_TRUE(interpret(R"({"choices":[{"delta":{"reasoning":"hmm"}}]})").content);
 }
 
+TEST(StreamEvent, FinishReasonWithOrWithoutContent) {
+  auto last = interpret(R"({"choices":[{"delta":{"content":"x"},"finish_reason":"length"}]})");
+  EXPECT_TRUE(last.content);
+  EXPECT_EQ(last.finish_reason, "length");
+  auto own = interpret(R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+  EXPECT_FALSE(own.content);  // a chunk of its own moves no timestamp
+  EXPECT_EQ(own.finish_reason, "stop");
+  EXPECT_FALSE(interpret(R"({"choices":[{"text":"a","finish_reason":null}]})").finish_reason);
+  EXPECT_FALSE(interpret(R"({"choices":[],"usage":{"completion_tokens":3}})").finish_reason);
+}
+
 TEST(StreamEvent, UsageOnlyChunk) {
   auto e = interpret(
       R"({"choices":[],"usage":{"prompt_tokens":2048,"completion_tokens":256,"total_tokens":2304}})");

@@ -93,20 +93,51 @@ TEST(Workload, LengthsVaryWithStddevAndStayPositive) {
   EXPECT_NEAR(mean, 1000, 10);  // 4 standard errors of the mean
 }
 
-TEST(Workload, ChatSendsTextOfIslWords) {
+TEST(Workload, TextPromptsGoAsMessagesOrPromptString) {
   WorkloadSpec spec;
   spec.endpoint = Endpoint::kChat;
+  spec.prompt = PromptKind::kText;
   spec.isl = 50;
-  WorkloadGenerator gen(spec, "m \"quoted\"", 0);
-  PreparedRequest r = gen.make(0);
+  spec.isl_stddev = 5;
+  WorkloadGenerator chat(spec, "m \"quoted\"", 0);
+  chat.set_texts({"first text", "second \"text\""});
+  PreparedRequest r = chat.make(1);
   Json body = Json::parse(r.body);
   EXPECT_EQ(body["model"], "m \"quoted\"");
-  std::string text = body["messages"][0]["content"];
+  ASSERT_EQ(body["messages"].size(), 1u);
   EXPECT_EQ(body["messages"][0]["role"], "user");
-  EXPECT_EQ(std::count(text.begin(), text.end(), ' '), 49);
+  EXPECT_EQ(body["messages"][0]["content"], "second \"text\"");
   EXPECT_FALSE(body.contains("prompt"));
+  EXPECT_EQ(r.input_tokens, chat.input_length(1));  // the length the text was built to
   EXPECT_EQ(body["min_tokens"], spec.osl);
+  EXPECT_EQ(body["ignore_eos"], true);
+  EXPECT_EQ(body["stream_options"]["include_usage"], true);
   EXPECT_EQ(std::string(endpoint_path(Endpoint::kChat)), "/v1/chat/completions");
+  EXPECT_THROW(chat.make(2), std::logic_error);  // never built
+
+  spec.endpoint = Endpoint::kCompletions;
+  WorkloadGenerator completions(spec, "m", 0);
+  completions.set_texts({"plain text"});
+  EXPECT_EQ(Json::parse(completions.make(0).body)["prompt"], "plain text");
+}
+
+TEST(Workload, TextSeedsAndLengthsArePerRequest) {
+  WorkloadSpec spec;
+  spec.prompt = PromptKind::kText;
+  spec.isl = 100;
+  spec.isl_stddev = 30;
+  WorkloadGenerator a(spec, "m", 1), b(spec, "m", 1), other_key(spec, "m", 2);
+  std::set<uint64_t> seeds;
+  std::set<int> lengths;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(a.text_seed(i), b.text_seed(i));
+    EXPECT_EQ(a.input_length(i), b.input_length(i));
+    seeds.insert(a.text_seed(i));
+    seeds.insert(other_key.text_seed(i));
+    lengths.insert(a.input_length(i));
+  }
+  EXPECT_EQ(seeds.size(), 200u);
+  EXPECT_GT(lengths.size(), 20u);
 }
 
 }  // namespace

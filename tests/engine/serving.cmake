@@ -7,6 +7,7 @@ gpufrac_test(engine_serving_unit_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/kv_block_allocator_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/engine_stop_request_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/request_parse_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_request_parser_test.cpp
   LIBS gpufrac_engine gpufrac_fake_runner)
@@ -29,6 +30,20 @@ if(GPUFRAC_HAVE_CUDA)
   target_compile_definitions(engine_serve_cuda_test PRIVATE SERVE_SUITE=ServeCuda SERVE_MODEL="qwen3-0.6b"
                              SERVE_DEVICE="cuda" SERVE_MEMORY_BUDGET="auto")
 endif()
+
+# Text in, text out on the real Qwen3 tokenizer (scripts/install-deps): request parsing for text
+# prompts, chat and /tokenize, and GeneratedText (unit); the server's text endpoints over sockets
+# on a fake runner (integration). Engine::stop_request is in engine_serving_unit_test.
+gpufrac_test(engine_text_unit_test LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_request_test.cpp
+  LIBS gpufrac_engine)
+gpufrac_test(engine_text_server_test LABEL integration
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_server_test.cpp
+  LIBS gpufrac_engine gpufrac_fake_runner)
+# The official `openai` npm client against `gpufrac serve --model tiny` (node, scripts/install-deps).
+gpufrac_test(engine_openai_client_test LABEL integration TIMEOUT 300
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/openai_client_test.cpp
+  LIBS gpufrac_tokenizer)
 
 # Benchmarks (performance targets, not run by CI): the scheduler step's CPU cost.
 find_package(benchmark QUIET)

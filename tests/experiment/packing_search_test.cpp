@@ -4,42 +4,65 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/json.h"
 
 namespace gpufrac {
 namespace {
 
-// A probe that passes up to `capacity` models per GPU and records what was asked.
+// A probe for a GPU that holds `fits` models and meets the SLO up to `capacity` of them; it
+// records what was asked.
 struct FakeProbe {
   int capacity;
+  int fits;
   std::vector<int> asked;
   PackingProbe operator()(int m) {
     asked.push_back(m);
     PackingProbe p;
     p.models_per_gpu = m;
-    p.passed = m <= capacity;
+    p.started = m <= fits;
+    p.passed = p.started && m <= capacity;
     return p;
   }
 };
 
-int search(int capacity, int max, std::vector<int>* asked = nullptr) {
-  FakeProbe probe{capacity, {}};
+int search(int capacity, int fits, int max, std::vector<int>* asked = nullptr) {
+  FakeProbe probe{capacity, fits, {}};
   PackingSearchResult result = search_packings(
       max, [&](int m) { return probe(m); }, [] { return false; });
   if (asked) *asked = probe.asked;
   return result.largest_passing;
 }
 
-TEST(PackingSearch, FindsTheLargestPassingPackingWithFewProbes) {
-  for (int capacity = 0; capacity <= 20; ++capacity) {
-    std::vector<int> asked;
-    EXPECT_EQ(search(capacity, 16, &asked), std::min(capacity, 16)) << capacity;
-    EXPECT_LE(asked.size(), 9u) << capacity;
+TEST(PackingSearch, FindsTheLargestPassingPackingWhateverLimitsIt) {
+  for (int fits = 1; fits <= 20; ++fits) {
+    for (int capacity = 0; capacity <= 20; ++capacity) {
+      std::vector<int> asked;
+      int expected = std::min({capacity, fits, 16});
+      EXPECT_EQ(search(capacity, fits, 16, &asked), expected) << capacity << " " << fits;
+      int started = 0;
+      for (int m : asked) started += m <= fits;
+      EXPECT_LE(started, 6) << "packings that started (the slow probes): capacity " << capacity
+                            << ", fits " << fits;
+      EXPECT_EQ(std::set<int>(asked.begin(), asked.end()).size(), asked.size());
+    }
   }
+}
+
+TEST(PackingSearch, MemoryBoundSearchRunsOneLoadProbe) {
+  // 16 and 15 models do not start; 14 start and meet the SLO: one load probe.
   std::vector<int> asked;
-  search(12, 16, &asked);
-  EXPECT_EQ(asked, (std::vector<int>{1, 2, 4, 8, 16, 12, 14, 13}));
+  EXPECT_EQ(search(20, 14, 16, &asked), 14);
+  EXPECT_EQ(asked, (std::vector<int>{16, 15, 14}));
+}
+
+TEST(PackingSearch, ComputeBoundSearchBisectsBelowTheFirstPackingThatStarts) {
+  std::vector<int> asked;
+  EXPECT_EQ(search(12, 16, 16, &asked), 12);
+  EXPECT_EQ(asked, (std::vector<int>{16, 8, 12, 14, 13}));
+  EXPECT_EQ(search(0, 16, 16, &asked), 0);
+  EXPECT_EQ(asked, (std::vector<int>{16, 8, 4, 2, 1}));
 }
 
 TEST(PackingSearch, StopsWhenInterrupted) {
@@ -48,11 +71,14 @@ TEST(PackingSearch, StopsWhenInterrupted) {
       16,
       [&](int m) {
         ++calls;
-        return PackingProbe{m, true, 0, 0, 0, ""};
+        PackingProbe does_not_start;
+        does_not_start.models_per_gpu = m;
+        does_not_start.started = false;
+        return does_not_start;
       },
       [&] { return calls >= 2; });
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(result.largest_passing, 2);
+  EXPECT_EQ(result.largest_passing, 0);
 }
 
 TEST(PackingSearch, JudgesEveryModelAgainstTheSlo) {

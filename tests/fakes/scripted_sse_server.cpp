@@ -25,7 +25,8 @@ struct ScriptedSseServer::Stream {
   int sent = 0;
   int64_t first_chunk_ns = 0;
   int64_t chunk = 0;
-  bool started = false;  // response head sent
+  bool started = false;                  // response head sent
+  const char* finish_pending = nullptr;  // finish_chunk: the reason still to send
   // Tracing (options.trace_path).
   std::string request_id;
   int64_t arrived_ns = 0;
@@ -64,18 +65,46 @@ std::string usage_json(const std::string& id, const std::string& model_json, boo
          ",\"total_tokens\":" + std::to_string(prompt + completion) + "}}";
 }
 
-int64_t count_words(const std::string& text) {
-  int64_t words = 0;
-  bool in_word = false;
-  for (char c : text) {
-    bool space = c == ' ' || c == '\n' || c == '\t';
-    if (!space && !in_word) ++words;
-    in_word = !space;
+// A chat request's finish_reason in a chunk of its own: an empty delta (vLLM's servers may send
+// one; it is not content).
+std::string finish_json(const std::string& id, const std::string& model_json, bool chat,
+                        const char* finish_reason) {
+  std::string choice = chat ? "{\"index\":0,\"delta\":{}," : "{\"index\":0,\"text\":\"\",";
+  return "{\"id\":\"" + id + "\",\"object\":\"" +
+         (chat ? "chat.completion.chunk" : "text_completion") +
+         "\",\"created\":0,\"model\":" + model_json + ",\"choices\":[" + choice +
+         "\"logprobs\":null,\"finish_reason\":\"" + finish_reason + "\"}]}";
+}
+
+std::vector<std::string> message_contents(const Json& body) {
+  std::vector<std::string> contents;
+  for (const Json& m : body.value("messages", Json::array())) {
+    bool text = m.is_object() && m.contains("content") && m["content"].is_string();
+    contents.push_back(text ? m["content"].get<std::string>() : std::string());
   }
-  return words;
+  return contents;
 }
 
 }  // namespace
+
+int64_t toy_text_tokens(const std::string& text) {
+  int64_t tokens = 0, run = 0;
+  for (char c : text) {
+    if (c == ' ' || c == '\n' || c == '\t') {
+      tokens += (run + 3) / 4;
+      run = 0;
+    } else {
+      ++run;
+    }
+  }
+  return tokens + (run + 3) / 4;
+}
+
+int64_t toy_chat_tokens(const std::vector<std::string>& contents, bool add_generation_prompt) {
+  int64_t tokens = add_generation_prompt ? 3 : 0;
+  for (const std::string& content : contents) tokens += 5 + toy_text_tokens(content);
+  return tokens;
+}
 
 ScriptedFailureRule parse_failure_rule(const std::string& text) {
   std::vector<std::string> parts = split(text, ',');
@@ -127,6 +156,11 @@ ScriptedSseServer::ScriptedSseServer(ScriptedSseOptions options)
               [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
                 handle(q, std::move(r), true);
               });
+  if (options_.tokenize) {
+    http_.route("POST", "/tokenize", [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
+      handle_tokenize(q, *r);
+    });
+  }
   http_.route("GET", "/v1/models", [this](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
     Json data = Json::array();
     for (const std::string& m : options_.models) {
@@ -177,6 +211,35 @@ void ScriptedSseServer::write_trace() {
   }
 }
 
+void ScriptedSseServer::handle_tokenize(const HttpRequest& request, HttpResponse& response) {
+  ++tokenize_requests_;
+  Json body = Json::parse(request.body, nullptr, false);
+  if (!body.is_object()) {
+    send_openai_error(response, 400, "request body is not a JSON object");
+    return;
+  }
+  std::string model = body.value("model", "");
+  bool known = false;
+  for (const std::string& m : options_.models) known = known || m == model;
+  if (!known) {
+    send_openai_error(response, 404, "The model `" + model + "` does not exist.", "model");
+    return;
+  }
+  int64_t count = 0;
+  if (body.contains("messages")) {
+    count = toy_chat_tokens(message_contents(body), body.value("add_generation_prompt", true));
+  } else if (auto p = body.find("prompt"); p != body.end() && p->is_string()) {
+    count = toy_text_tokens(p->get<std::string>()) + 1;
+  } else {
+    send_openai_error(response, 400, "give \"prompt\" (a string) or \"messages\"", "prompt");
+    return;
+  }
+  std::vector<int64_t> tokens(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) tokens[size_t(i)] = i % 1000;
+  response.send(200, "application/json",
+                Json{{"count", count}, {"max_model_len", 32768}, {"tokens", tokens}}.dump());
+}
+
 void ScriptedSseServer::handle(const HttpRequest& request, std::shared_ptr<HttpResponse> response,
                                bool chat) {
   const int64_t arrived = monotonic_ns();
@@ -217,14 +280,10 @@ void ScriptedSseServer::handle(const HttpRequest& request, std::shared_ptr<HttpR
     stream->include_usage = options_.usage && o->value("include_usage", false);
   }
   if (chat) {
-    for (const Json& m : body.value("messages", Json::array())) {
-      if (m.is_object() && m.contains("content") && m["content"].is_string()) {
-        stream->prompt_tokens += count_words(m["content"].get<std::string>());
-      }
-    }
+    stream->prompt_tokens = toy_chat_tokens(message_contents(body), true);
   } else if (auto p = body.find("prompt"); p != body.end()) {
     stream->prompt_tokens = p->is_array()    ? int64_t(p->size())
-                            : p->is_string() ? count_words(p->get<std::string>())
+                            : p->is_string() ? toy_text_tokens(p->get<std::string>()) + 1
                                              : 0;
   }
   int asked = body.value("max_tokens", body.value("max_completion_tokens", 16));
@@ -326,13 +385,24 @@ ScriptedSseServer::Step ScriptedSseServer::step(Stream& s) {
     const char* reason = s.sent == s.total_tokens                                   ? "length"
                          : s.sent == s.limit && failure_is(ScriptedFailure::kShort) ? "stop"
                                                                                     : nullptr;
-    std::string chunk = sse(chunk_json(s.id, s.model_json, s.chat, text, reason));
+    std::string chunk =
+        sse(chunk_json(s.id, s.model_json, s.chat, text, options_.finish_chunk ? nullptr : reason));
     if (!options_.trace_path.empty()) {
       s.chunks.emplace_back(due_ns(s, s.chunk), monotonic_ns());
     }
     if (!out.write(chunk)) return Step::kOver;
     ++s.chunk;
     if (s.sent < s.limit) return Step::kNext;
+    if (reason && options_.finish_chunk) {  // one chunk interval later, with the ending
+      s.finish_pending = reason;
+      return Step::kNext;
+    }
+  }
+  if (s.finish_pending) {
+    if (!out.write(sse(finish_json(s.id, s.model_json, s.chat, s.finish_pending)))) {
+      return Step::kOver;
+    }
+    s.finish_pending = nullptr;
   }
   if (!s.failure || failure_is(ScriptedFailure::kShort) || failure_is(ScriptedFailure::kNoDone)) {
     if (s.include_usage) {

@@ -8,7 +8,18 @@
 // one fewer if needed). Output length is `output_tokens`, or the request's max_tokens when 0.
 // Completions streams send their response head with the first chunk; chat streams send it at
 // once, with a role-only chunk; with stream_options.include_usage a usage
-// chunk follows the last token, then "data: [DONE]". GET /v1/models lists `models`.
+// chunk follows the last token, then "data: [DONE]". The last token's chunk carries
+// finish_reason "length" (with `finish_chunk`, a chunk of its own with no text carries it, one
+// chunk interval later, followed at once by the usage chunk and [DONE]).
+// GET /v1/models lists `models`.
+//
+// Its tokenizer is a toy (toy_text_tokens): every run of non-space characters counts
+// ceil(length / 4) tokens, spaces count nothing. A chat request adds 5 tokens per message
+// (<|im_start|>, role, newline, <|im_end|>, newline) and 3 for the generation prompt; a
+// completions prompt string adds 1 (a BOS). usage.prompt_tokens counts that way, and so does
+// POST /tokenize (vLLM's form: {"model", "prompt"} or {"model", "messages",
+// "add_generation_prompt"} -> {"count", "max_model_len", "tokens"}) unless `tokenize` is off,
+// when it answers 404 like a server without it.
 //
 // Failures, chosen per request by arrival order (request i, counting from 0, matches a rule when
 // i % every == offset; the first matching rule applies):
@@ -50,15 +61,21 @@ struct ScriptedFailureRule {
 // "KIND[,every=N][,offset=K][,after=T][,status=S]", e.g. "drop,every=10,after=3".
 ScriptedFailureRule parse_failure_rule(const std::string& text);
 
+// The toy tokenizer's counts (see above).
+int64_t toy_text_tokens(const std::string& text);
+int64_t toy_chat_tokens(const std::vector<std::string>& contents, bool add_generation_prompt);
+
 struct ScriptedSseOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: ephemeral (read port())
   double ttft_ms = 50;
   double itl_ms = 10;
   int tokens_per_chunk = 1;
-  int output_tokens = 0;  // 0: the request's max_tokens
-  bool comments = false;  // a ": keep-alive" comment line before every chunk
-  bool usage = true;      // send the usage chunk when the request asks for it
+  int output_tokens = 0;      // 0: the request's max_tokens
+  bool comments = false;      // a ": keep-alive" comment line before every chunk
+  bool usage = true;          // send the usage chunk when the request asks for it
+  bool tokenize = true;       // serve POST /tokenize
+  bool finish_chunk = false;  // finish_reason in a chunk of its own, after the last token's
   // When set, stop() writes one JSON line per stream to this file: {"request_id" (the request's
   // X-Request-Id), "arrived_ns", "chunks": [[due_ns, handed_ns], ...]}, handed_ns being when the
   // chunk was handed to the HTTP server (CLOCK_MONOTONIC). For measuring a client's timestamps.
@@ -78,6 +95,7 @@ class ScriptedSseServer {
 
   int64_t requests_received() const { return requests_.load(); }
   int64_t streams_finished() const { return finished_.load(); }  // ended with [DONE]
+  int64_t tokenize_requests() const { return tokenize_requests_.load(); }
 
  private:
   struct Stream;
@@ -87,6 +105,7 @@ class ScriptedSseServer {
     bool operator>(const Due& other) const { return at_ns > other.at_ns; }
   };
   void handle(const HttpRequest& request, std::shared_ptr<HttpResponse> response, bool chat);
+  void handle_tokenize(const HttpRequest& request, HttpResponse& response);
   void run_scheduler();
   enum class Step { kNext, kOver, kStall };
   // Sends the stream's due chunk (and its ending, if this was the last one).
@@ -98,6 +117,7 @@ class ScriptedSseServer {
   HttpServer http_;
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> finished_{0};
+  std::atomic<int64_t> tokenize_requests_{0};
   std::mutex mutex_;
   std::condition_variable wake_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> queue_;

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
               "At exit, write per stream its X-Request-Id, arrival and every chunk's due and "
               "hand-off time (JSON lines, CLOCK_MONOTONIC ns).")
       .flag("no-usage", "Never send a usage chunk (clients must count tokens themselves).")
+      .flag("no-tokenize", "Answer POST /tokenize with 404, as a server without it does.")
+      .flag("finish-chunk",
+            "Send finish_reason in a chunk of its own (no text), one chunk interval after the "
+            "last token.")
       .section("Example",
                "  scripted_sse_server --port 8001 --ttft-ms 40 --itl-ms 8 "
                "--fail drop,every=20,after=5");
@@ -47,6 +51,8 @@ int main(int argc, char** argv) {
     options.models = args.get_all("model");
     options.comments = args.flag_set("comments");
     options.usage = !args.flag_set("no-usage");
+    options.tokenize = !args.flag_set("no-tokenize");
+    options.finish_chunk = args.flag_set("finish-chunk");
     if (args.given("trace")) options.trace_path = args.get("trace");
     for (const std::string& rule : args.get_all("fail")) {
       options.failures.push_back(parse_failure_rule(rule));

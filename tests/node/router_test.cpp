@@ -45,6 +45,9 @@ class FakeUpstream {
         active_--;
       }).detach();
     });
+    server_.route("POST", "/tokenize", [](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
+      r->send(200, "application/json", Json{{"model", Json::parse(q.body).value("model", "")}, {"count", 2}}.dump());
+    });
     server_.start();
   }
   ~FakeUpstream() {
@@ -105,6 +108,18 @@ TEST(Router, ChatCompletionsAndJsonRepliesKeepTheirStatus) {
   EXPECT_EQ(bad.status, 422);
   HttpReply chat = http_post_json(url(router, "/v1/chat/completions"), R"({"model":"a","stream":false})");
   EXPECT_EQ(chat.status, 404);  // the fake serves only /v1/completions: its own 404 passes through
+}
+
+TEST(Router, TokenizeGoesToTheNamedModel) {
+  FakeUpstream a, b;
+  Router router({}, {{"a", 1}, {"b", 1}});
+  router.set_replica("a", 0, ready_at(a.port()));
+  router.set_replica("b", 0, ready_at(b.port()));
+  router.start();
+  HttpReply reply = http_post_json(url(router, "/tokenize"), R"({"model":"b","prompt":"hi"})");
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(Json::parse(reply.body)["model"], "b");
+  EXPECT_EQ(http_post_json(url(router, "/detokenize"), R"({"model":"zzz"})").status, 404);
 }
 
 TEST(Router, UnknownModelIs404NotReadyIs503BadBodyIs400) {

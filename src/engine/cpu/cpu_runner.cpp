@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <new>
-#include <sstream>
 #include <string>
 
 #include "common/error.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/host_memory.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/sampler.h"
 #include "engine/synchronous_runner.h"
@@ -27,18 +25,6 @@ std::vector<float> to_f32(const HostTensor& tensor) {
   std::vector<float> out(size_t(tensor.numel()));
   if (!tensor.empty()) convert_to_f32(tensor.data, tensor.dtype, out.data(), tensor.numel());
   return out;
-}
-
-// A number from a one-line cgroup file, or max() for "max" / no such file.
-uint64_t read_cgroup_number(const std::string& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text) || text == "max") return std::numeric_limits<uint64_t>::max();
-  try {
-    return std::stoull(text);
-  } catch (const std::exception&) {
-    return std::numeric_limits<uint64_t>::max();
-  }
 }
 
 class CpuModelRunner final : public SynchronousRunner {
@@ -318,28 +304,6 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
 
 std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads) {
   return std::make_unique<CpuModelRunner>(std::move(weights), threads);
-}
-
-uint64_t host_available_memory_bytes() {
-  uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream fields(line.substr(13));
-      uint64_t kib = 0;
-      fields >> kib;
-      available = kib * 1024;
-      break;
-    }
-  }
-  uint64_t limit = read_cgroup_number("/sys/fs/cgroup/memory.max");
-  if (limit != std::numeric_limits<uint64_t>::max()) {
-    uint64_t used = read_cgroup_number("/sys/fs/cgroup/memory.current");
-    uint64_t headroom = used == std::numeric_limits<uint64_t>::max() || used > limit ? 0 : limit - used;
-    available = std::min(available, headroom);
-  }
-  return available;
 }
 
 }  // namespace gpufrac::engine

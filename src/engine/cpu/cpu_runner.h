@@ -25,8 +25,4 @@ namespace gpufrac::engine {
 // `threads` counts all worker threads (0: every CPU this process may run on).
 std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads);
 
-// Memory this process may still allocate on the host: MemAvailable from /proc/meminfo, lowered
-// to the cgroup (v2) limit minus current usage when a limit is set.
-uint64_t host_available_memory_bytes();
-
 }  // namespace gpufrac::engine
