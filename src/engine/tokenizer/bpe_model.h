@@ -3,8 +3,11 @@
 // as Hugging Face tokenizers and transformers.js do. The vocabulary and merges come in as raw
 // bytes and ids (byte_level.h converts tokenizer.json's strings).
 //
-// Speed: merges live in an open-addressing hash keyed by the id pair, and finished pieces of up to
-// 256 bytes are remembered in a bounded WordCache, so common words cost one hash lookup.
+// Speed: ranks come from a MergeTable (packed id-pair hash, dense byte-pair table). Pieces of up to
+// kShortWordBytes are merged in two small arrays on the stack (ids and the rank of each adjacent
+// pair; a linear scan finds the lowest rank), longer ones with a tournament tree over the pairs.
+// Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words cost
+// one hash lookup.
 //
 // Thread-safety: immutable after construction except the cache, which is internally locked;
 // encode_word may be called from many threads at once.
@@ -18,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/tokenizer/merge_table.h"
+
 namespace gpufrac::engine {
 
 struct StringHash {
@@ -26,17 +31,14 @@ struct StringHash {
 };
 using BytesToId = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-struct BpeMerge {
-  int32_t left, right, merged;  // token ids; the merge's rank is its index in the list
-};
-
 class WordCache;
 
 class BpeModel {
  public:
   // `vocab`: raw bytes -> id, holding every single byte; `merges` in rank order. With
   // `ignore_merges` (Llama 3), a piece that is itself in the vocabulary is taken whole.
-  // Throws std::invalid_argument when a single byte is missing from the vocabulary.
+  // Throws std::invalid_argument when a single byte is missing from the vocabulary or the merges
+  // exceed MergeTable's limits.
   BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
   ~BpeModel();
 
@@ -48,19 +50,18 @@ class BpeModel {
   const BytesToId& vocab() const { return vocab_; }
 
  private:
-  struct MergeSlot {
-    uint64_t key;  // (left << 32 | right) + 1; 0 marks an empty slot
-    uint32_t rank;
-    int32_t merged;
-  };
-  const MergeSlot* find_merge(int32_t left, int32_t right) const;
+  // Longer pieces take the tournament-tree path. 16, 32 and 64 were within noise of each other on
+  // the bench corpus (2026-11-29).
+  static constexpr size_t kShortWordBytes = 32;
+
+  static std::array<int32_t, 256> byte_ids_of(const BytesToId& vocab);
   void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
-  void merge_symbols(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_short(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_long(std::string_view word, std::vector<int32_t>& out) const;
 
   BytesToId vocab_;
-  std::array<int32_t, 256> byte_ids_{};
-  std::vector<MergeSlot> merge_slots_;
-  uint64_t merge_mask_ = 0;
+  std::array<int32_t, 256> byte_ids_;
+  MergeTable merges_;
   bool ignore_merges_ = false;
   std::unique_ptr<WordCache> cache_;
 };

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 
 #include "common/error.h"
+#include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/utf8.h"
@@ -69,6 +72,61 @@ TEST(Bpe, LongWordsAndRepeatsUseTheCacheConsistently) {
   EXPECT_EQ(first.size(), 1250u);  // 2500 "ab" merged pairwise into "abab"
   EXPECT_EQ(t.encode(long_word), first);
   EXPECT_EQ(t.encode("cd cd cd"), t.encode("cd cd cd"));
+}
+
+// The definition of BPE, slowly: merge the leftmost lowest-ranked pair until none has a merge.
+Ids naive_bpe(std::string_view word, const std::map<std::pair<int32_t, int32_t>, size_t>& ranks,
+              const std::vector<BpeMerge>& merges) {
+  Ids ids;
+  for (const char c : word) ids.push_back(static_cast<unsigned char>(c));
+  for (;;) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      const auto it = ranks.find({ids[i], ids[i + 1]});
+      if (it != ranks.end() && it->second < best) best = it->second, at = i;
+    }
+    if (best == SIZE_MAX) return ids;
+    ids[at] = merges[best].merged;
+    ids.erase(ids.begin() + long(at) + 1);
+  }
+}
+
+// Random merges over a 5-letter alphabet, partly shuffled (a merge may then rank below the merges
+// that build its parts) and with repeated pairs; words of every length class: the short array
+// path, the tournament-tree path, and pieces too long for the word cache.
+TEST(Bpe, MatchesTheNaiveMergeLoopOnRandomMerges) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 4; ++round) {
+    BytesToId vocab;
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) vocab.emplace(std::string(1, char(b)), b);
+    for (const char c : std::string("abcde")) tokens.emplace_back(1, c);
+    std::vector<BpeMerge> merges;
+    while (merges.size() < 400) {
+      const std::string l = tokens[rng() % tokens.size()];
+      const std::string r = tokens[rng() % tokens.size()];
+      if (l.size() + r.size() > 12) continue;
+      const auto [it, added] = vocab.emplace(l + r, int32_t(vocab.size()));
+      if (added) tokens.push_back(l + r);
+      merges.push_back(BpeMerge{vocab.at(l), vocab.at(r), it->second});
+    }
+    std::shuffle(merges.begin() + 100 * round, merges.begin() + 100 * round + 100, rng);
+    std::map<std::pair<int32_t, int32_t>, size_t> ranks;
+    for (size_t rank = 0; rank < merges.size(); ++rank)
+      ranks[{merges[rank].left, merges[rank].right}] = rank;
+    const BpeModel model(vocab, merges, false);
+    for (int w = 0; w < 3000; ++w) {
+      const size_t length = w % 10 == 0 ? 200 + rng() % 500 : 2 + rng() % 60;
+      std::string word;
+      for (size_t i = 0; i < length; ++i) word += char('a' + rng() % 5);
+      const Ids expected = naive_bpe(word, ranks, merges);
+      for (int pass = 0; pass < 2; ++pass) {  // the second from the word cache
+        Ids ids = {-7};
+        model.encode_word(word, ids);
+        ASSERT_EQ(Ids(ids.begin() + 1, ids.end()), expected) << word << " pass " << pass;
+      }
+    }
+  }
 }
 
 TEST(WordCache, KeepsEntriesThroughGrowthAndClearsWhenFull) {
