@@ -43,6 +43,21 @@ const char* matching_entry(const std::vector<char>& arena, uint32_t offset, std:
   return same_bytes(entry + sizeof(header), word.data(), word.size()) ? entry : nullptr;
 }
 
+uint32_t load32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The last n < 8 bytes as a number (n is hashed separately), with fixed-size loads: a
+// variable-length memcpy here was a library call per word.
+uint64_t tail_bytes(const char* p, size_t n) {
+  if (n >= 4) return uint64_t(load32(p)) << 32 | load32(p + n - 4);
+  if (n == 0) return 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return uint64_t(b[0]) << 16 | uint64_t(b[n / 2]) << 8 | b[n - 1];
+}
+
 uint64_t hash_of_key(std::string_view word) {
   const char* p = word.data();
   const size_t n = word.size();
@@ -54,9 +69,7 @@ uint64_t hash_of_key(std::string_view word) {
     h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
     h ^= h >> 31;
   }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p + i, n - i);
-  h = (h ^ tail) * 0x94D049BB133111EBull;
+  h = (h ^ tail_bytes(p + i, n - i)) * 0x94D049BB133111EBull;
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9ull;
   h ^= h >> 32;
