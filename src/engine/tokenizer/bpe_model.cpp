@@ -10,7 +10,7 @@ namespace gpufrac::engine {
 
 namespace {
 
-constexpr uint32_t kNoMerge = MergeTable::kNoMerge;
+constexpr MergeTable::Found kNoMerge = MergeTable::kNoMerge;
 
 }  // namespace
 
@@ -71,32 +71,32 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out)
   }
 }
 
-// ids[i] is symbol i; ranks[i] the rank of merging symbols i and i + 1 (kNoMerge for the last).
-// Each round merges the leftmost lowest-ranked pair and recomputes the two pairs around it.
+// ids[i] is symbol i; found[i] the merge of symbols i and i + 1 (kNoMerge for the last). Each
+// round applies the leftmost earliest merge and looks up the two pairs around it.
 void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) const {
   int32_t ids[kShortWordBytes];
-  uint32_t ranks[kShortWordBytes];
+  MergeTable::Found found[kShortWordBytes];
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
   size_t n = word.size();
   for (size_t i = 0; i < n; ++i) ids[i] = byte_ids_[bytes[i]];
-  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = merges_.byte_pair_rank(bytes[i], bytes[i + 1]);
-  ranks[n - 1] = kNoMerge;
+  for (size_t i = 0; i + 1 < n; ++i) found[i] = merges_.find_bytes(bytes[i], bytes[i + 1]);
+  found[n - 1] = kNoMerge;
   while (n > 1) {
     size_t at = 0;
-    uint32_t best = ranks[0];
+    MergeTable::Found best = found[0];
     for (size_t i = 1; i + 1 < n; ++i) {
-      if (ranks[i] < best) {
-        best = ranks[i];
+      if (found[i] < best) {
+        best = found[i];
         at = i;
       }
     }
     if (best == kNoMerge) break;
-    ids[at] = merges_.merged(best);
+    ids[at] = MergeTable::merged_of(best);
     std::memmove(ids + at + 1, ids + at + 2, (n - at - 2) * sizeof(int32_t));
-    std::memmove(ranks + at + 1, ranks + at + 2, (n - at - 2) * sizeof(uint32_t));
+    std::memmove(found + at + 1, found + at + 2, (n - at - 2) * sizeof(MergeTable::Found));
     --n;
-    ranks[at] = at + 1 < n ? merges_.rank(ids[at], ids[at + 1]) : kNoMerge;
-    if (at > 0) ranks[at - 1] = merges_.rank(ids[at - 1], ids[at]);
+    found[at] = at + 1 < n ? merges_.find(ids[at], ids[at + 1]) : kNoMerge;
+    if (at > 0) found[at - 1] = merges_.find(ids[at - 1], ids[at]);
   }
   out.insert(out.end(), ids, ids + n);
 }
@@ -106,24 +106,28 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
 // the leftmost lowest-ranked pair and each merge updates three leaves.
 void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) const {
   constexpr uint64_t kNoPair = UINT64_MAX;
-  thread_local std::vector<int32_t> ids, prev, next;
+  thread_local std::vector<int32_t> ids, merged, prev, next;
   thread_local std::vector<uint64_t> tree;
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
   const size_t n = word.size();
   size_t leaves = 1;
   while (leaves < n) leaves *= 2;
   ids.resize(n);
+  merged.resize(n);
   prev.resize(n);
   next.resize(n);
   tree.assign(2 * leaves, kNoPair);
-  auto pair = [](uint32_t rank, size_t pos) {
-    return rank == kNoMerge ? kNoPair : uint64_t(rank) << 32 | pos;
+  // The leaf of the pair at pos, remembering what it merges into.
+  auto leaf = [&](MergeTable::Found f, size_t pos) {
+    if (f == kNoMerge) return kNoPair;
+    merged[pos] = MergeTable::merged_of(f);
+    return uint64_t(MergeTable::rank_of(f)) << 32 | pos;
   };
   for (size_t i = 0; i < n; ++i) {
     ids[i] = byte_ids_[bytes[i]];
     prev[i] = int32_t(i) - 1;
     next[i] = i + 1 < n ? int32_t(i + 1) : -1;
-    if (i + 1 < n) tree[leaves + i] = pair(merges_.byte_pair_rank(bytes[i], bytes[i + 1]), i);
+    if (i + 1 < n) tree[leaves + i] = leaf(merges_.find_bytes(bytes[i], bytes[i + 1]), i);
   }
   for (size_t i = leaves - 1; i >= 1; --i) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
   auto set = [&](size_t pos, uint64_t value) {
@@ -136,20 +140,20 @@ void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) cons
     }
   };
   while (tree[1] != kNoPair) {
-    const uint32_t rank = uint32_t(tree[1] >> 32);
     const int32_t at = int32_t(tree[1] & UINT32_MAX);
     const int32_t right = next[at];
-    ids[at] = merges_.merged(rank);
+    ids[at] = merged[at];
     next[at] = next[right];
     set(size_t(right), kNoPair);
     if (next[at] >= 0) {
       prev[next[at]] = at;
-      set(size_t(at), pair(merges_.rank(ids[at], ids[next[at]]), size_t(at)));
+      set(size_t(at), leaf(merges_.find(ids[at], ids[next[at]]), size_t(at)));
     } else {
       set(size_t(at), kNoPair);
     }
     if (prev[at] >= 0) {
-      set(size_t(prev[at]), pair(merges_.rank(ids[prev[at]], ids[at]), size_t(prev[at])));
+      const size_t p = size_t(prev[at]);
+      set(p, leaf(merges_.find(ids[p], ids[at]), p));
     }
   }
   for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);

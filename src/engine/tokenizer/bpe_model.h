@@ -3,11 +3,11 @@
 // as Hugging Face tokenizers and transformers.js do. The vocabulary and merges come in as raw
 // bytes and ids (byte_level.h converts tokenizer.json's strings).
 //
-// Speed: ranks come from a MergeTable (packed id-pair hash, dense byte-pair table). Pieces of up to
-// kShortWordBytes are merged in two small arrays on the stack (ids and the rank of each adjacent
-// pair; a linear scan finds the lowest rank), longer ones with a tournament tree over the pairs.
-// Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words cost
-// one hash lookup.
+// Speed: merges come from a MergeTable (Bloom filter, id-pair hash, dense byte-pair table). Pieces
+// of up to kShortWordBytes are merged in two small arrays on the stack (ids and the rank of each
+// adjacent pair; a linear scan finds the lowest rank), longer ones with a tournament tree over the
+// pairs. Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words
+// cost one hash lookup.
 //
 // Thread-safety: immutable after construction except the cache, which is internally locked;
 // encode_word may be called from many threads at once.
@@ -37,8 +37,7 @@ class BpeModel {
  public:
   // `vocab`: raw bytes -> id, holding every single byte; `merges` in rank order. With
   // `ignore_merges` (Llama 3), a piece that is itself in the vocabulary is taken whole.
-  // Throws std::invalid_argument when a single byte is missing from the vocabulary or the merges
-  // exceed MergeTable's limits.
+  // Throws std::invalid_argument when a single byte is missing from the vocabulary.
   BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
   ~BpeModel();
 
