@@ -84,16 +84,17 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
   while (n > 1) {
     size_t at = 0;
     MergeTable::Found best = found[0];
-    for (size_t i = 1; i + 1 < n; ++i) {
-      if (found[i] < best) {
-        best = found[i];
-        at = i;
-      }
+    for (size_t i = 1; i + 1 < n; ++i) {  // branch-free: which pair wins is unpredictable
+      const bool lower = found[i] < best;
+      best = lower ? found[i] : best;
+      at = lower ? i : at;
     }
     if (best == kNoMerge) break;
     ids[at] = MergeTable::merged_of(best);
-    std::memmove(ids + at + 1, ids + at + 2, (n - at - 2) * sizeof(int32_t));
-    std::memmove(found + at + 1, found + at + 2, (n - at - 2) * sizeof(MergeTable::Found));
+    for (size_t i = at + 1; i + 1 < n; ++i) {  // a few elements: cheaper than memmove's setup
+      ids[i] = ids[i + 1];
+      found[i] = found[i + 1];
+    }
     --n;
     found[at] = at + 1 < n ? merges_.find(ids[at], ids[at + 1]) : kNoMerge;
     if (at > 0) found[at - 1] = merges_.find(ids[at - 1], ids[at]);
