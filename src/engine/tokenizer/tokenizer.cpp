@@ -46,14 +46,38 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
 }
 
 size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) const {
-  for (const int32_t candidate : added_by_first_byte_[static_cast<unsigned char>(text[pos])]) {
-    const std::string& content = tokens_[candidate].bytes;
-    if (text.compare(pos, content.size(), content) == 0) {
-      id = candidate;
-      return content.size();
+  size_t length = 0;
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    int32_t next = -1;
+    for (const auto& [byte, child] : added_trie_[node].children) {
+      if (byte == static_cast<unsigned char>(text[i])) next = child;
+    }
+    if (next < 0) break;
+    node = next;
+    if (added_trie_[node].id >= 0) {
+      id = added_trie_[node].id;
+      length = i + 1 - pos;
     }
   }
-  return 0;
+  return length;
+}
+
+void Tokenizer::add_to_trie(std::string_view content, int32_t id) {
+  int32_t node = 0;
+  for (const char c : content) {
+    int32_t next = -1;
+    for (const auto& [byte, child] : added_trie_[node].children) {
+      if (byte == static_cast<unsigned char>(c)) next = child;
+    }
+    if (next < 0) {
+      next = int32_t(added_trie_.size());
+      added_trie_[node].children.emplace_back(static_cast<unsigned char>(c), next);
+      added_trie_.emplace_back();
+    }
+    node = next;
+  }
+  if (added_trie_[node].id < 0) added_trie_[node].id = id;
 }
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {

@@ -170,6 +170,20 @@ TEST(AddedTokens, MatchedLeftmostLongestBeforeBpe) {
   EXPECT_EQ(t.decode(plain), "<|x|>");
 }
 
+TEST(AddedTokens, LongestWinsWhenOneIsAPrefixOfAnother) {
+  Json j = synthetic_tokenizer_json({});
+  j["added_tokens"] = Json::parse(R"([
+    {"id": 1000, "content": "ab", "special": false},
+    {"id": 1001, "content": "abcd", "special": false},
+    {"id": 1002, "content": "ab", "special": false}])");
+  const Tokenizer t = Tokenizer::from_json(j, "prefixes");
+  // Of two tokens with the same content the first is matched.
+  EXPECT_EQ(t.encode("abcdabcabx"), (Ids{1001, 1000, 'c', 1000, 'x'}));
+  EXPECT_EQ(t.encode("a"), Ids{'a'});
+  EXPECT_EQ(t.token_id("abcd"), 1001);
+  EXPECT_EQ(t.token_id("abc"), std::nullopt);
+}
+
 TEST(AddedTokens, DecodeSkipsOnlySpecialOnes) {
   const Tokenizer t = Tokenizer::from_json(with_added(synthetic_tokenizer_json({})), "added");
   const Ids ids = {'a', 1000, 1002, 'b'};
