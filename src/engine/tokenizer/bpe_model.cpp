@@ -28,18 +28,13 @@ std::array<int32_t, 256> BpeModel::byte_ids_of(const BytesToId& vocab) {
 }
 
 BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
-    : vocab_(std::move(vocab)),
-      byte_ids_(byte_ids_of(vocab_)),
+    : vocab_(vocab),
+      byte_ids_(byte_ids_of(vocab)),
       merges_(merges, byte_ids_),
       ignore_merges_(ignore_merges),
       cache_(std::make_unique<WordCache>()) {}
 
 BpeModel::~BpeModel() = default;
-
-int32_t BpeModel::id_of_bytes(std::string_view bytes) const {
-  auto it = vocab_.find(bytes);
-  return it == vocab_.end() ? -1 : it->second;
-}
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() == 1) {

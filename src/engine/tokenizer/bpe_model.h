@@ -18,18 +18,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/tokenizer/merge_table.h"
+#include "engine/tokenizer/vocab_index.h"
 
 namespace gpufrac::engine {
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using BytesToId = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 class WordCache;
 
@@ -45,8 +39,7 @@ class BpeModel {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   // The id of a vocabulary entry given as raw bytes, or -1.
-  int32_t id_of_bytes(std::string_view bytes) const;
-  const BytesToId& vocab() const { return vocab_; }
+  int32_t id_of_bytes(std::string_view bytes) const { return vocab_.find(bytes); }
 
  private:
   // Longer pieces take the tournament-tree path. 16, 32 and 64 were within noise of each other on
@@ -58,7 +51,7 @@ class BpeModel {
   void merge_short(std::string_view word, std::vector<int32_t>& out) const;
   void merge_long(std::string_view word, std::vector<int32_t>& out) const;
 
-  BytesToId vocab_;
+  VocabIndex vocab_;
   std::array<int32_t, 256> byte_ids_;
   MergeTable merges_;
   bool ignore_merges_ = false;
