@@ -83,10 +83,7 @@ void Tokenizer::add_to_trie(std::string_view content, int32_t id) {
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
   if (text.empty()) return;
   std::string normalized;
-  if (nfc_ && !nfc_quick_check(text)) {
-    normalized = nfc_normalize(text);
-    text = normalized;
-  }
+  if (nfc_ && nfc_normalize_if_needed(text, normalized)) text = normalized;
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
   split_pre_tokens(text, pattern_, pieces);
