@@ -1,6 +1,8 @@
 // Encoding and decoding; loading tokenizer.json is in tokenizer_load.cpp.
 #include "engine/tokenizer/tokenizer.h"
 
+#include <cstring>
+
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/nfc.h"
@@ -27,11 +29,10 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
     encode_plain(text, ids);
   } else {
     size_t segment_start = 0;
-    for (size_t pos = 0; pos < text.size();) {
+    for (size_t pos = next_added_start(text, 0); pos < text.size();
+         pos = next_added_start(text, pos)) {
       int32_t id;
-      if (!starts_added_[static_cast<unsigned char>(text[pos])]) {
-        ++pos;
-      } else if (const size_t length = match_added(text, pos, id)) {
+      if (const size_t length = match_added(text, pos, id)) {
         encode_plain(text.substr(segment_start, pos - segment_start), ids);
         ids.push_back(id);
         pos += length;
@@ -43,6 +44,16 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
     encode_plain(text.substr(segment_start), ids);
   }
   if (options.add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+}
+
+size_t Tokenizer::next_added_start(std::string_view text, size_t pos) const {
+  const auto& first_bytes = added_trie_[0].children;
+  if (first_bytes.size() == 1) {  // Qwen and Llama: every added token starts with '<'
+    const void* found = std::memchr(text.data() + pos, first_bytes[0].first, text.size() - pos);
+    return found ? size_t(static_cast<const char*>(found) - text.data()) : text.size();
+  }
+  while (pos < text.size() && !starts_added_[static_cast<unsigned char>(text[pos])]) ++pos;
+  return pos;
 }
 
 size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) const {

@@ -86,6 +86,8 @@ class Tokenizer {
   Tokenizer();
   static Tokenizer from_parts(TokenizerJsonParts parts, const std::string& source);
   void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+  // The first position >= pos where an added token may start (text.size() when none).
+  size_t next_added_start(std::string_view text, size_t pos) const;
   // The length of the longest added token at text[pos...], with its id; 0 when none.
   size_t match_added(std::string_view text, size_t pos, int32_t& id) const;
   // Adds an added token's content to the trie; of two with the same content the first stays.

@@ -175,10 +175,12 @@ TEST(AddedTokens, LongestWinsWhenOneIsAPrefixOfAnother) {
   j["added_tokens"] = Json::parse(R"([
     {"id": 1000, "content": "ab", "special": false},
     {"id": 1001, "content": "abcd", "special": false},
-    {"id": 1002, "content": "ab", "special": false}])");
+    {"id": 1002, "content": "ab", "special": false},
+    {"id": 1003, "content": "x!", "special": false}])");
   const Tokenizer t = Tokenizer::from_json(j, "prefixes");
   // Of two tokens with the same content the first is matched.
   EXPECT_EQ(t.encode("abcdabcabx"), (Ids{1001, 1000, 'c', 1000, 'x'}));
+  EXPECT_EQ(t.encode("xabx!a"), (Ids{'x', 1000, 1003, 'a'}));
   EXPECT_EQ(t.encode("a"), Ids{'a'});
   EXPECT_EQ(t.token_id("abcd"), 1001);
   EXPECT_EQ(t.token_id("abc"), std::nullopt);
