@@ -85,7 +85,7 @@ uint64_t WordCache::hash(std::string_view word) {
 bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t>& out) {
   Shard& shard = shard_of(shards_, hash);
   const uint32_t tag = tag_of(hash);
-  std::lock_guard lock(shard.mutex);
+  std::lock_guard guard(shard.lock);
   if (shard.slots.empty()) return false;
   const size_t mask = shard.slots.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
@@ -114,7 +114,7 @@ void WordCache::place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash
 void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int32_t> ids) {
   Shard& shard = shard_of(shards_, hash);
   const uint32_t tag = tag_of(hash);
-  std::lock_guard lock(shard.mutex);
+  std::lock_guard guard(shard.lock);
   const size_t entry_bytes = sizeof(EntryHeader) + padded(word.size()) + ids.size_bytes();
   if (shard.entries >= kMaxEntriesPerShard ||
       shard.arena.size() + entry_bytes > kArenaBytesPerShard) {

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "common/error.h"
 #include "engine/tokenizer/bpe_model.h"
@@ -151,6 +153,42 @@ TEST(WordCache, KeepsEntriesThroughGrowthAndClearsWhenFull) {
   EXPECT_LT(found, n);      // and the bound holds
   std::vector<int32_t> none;
   EXPECT_FALSE(cache.lookup("never inserted", WordCache::hash("never inserted"), none));
+}
+
+// Threads sharing one tokenizer contend for its word cache's shards (lookups, inserts, table
+// regrowth): every encoding must equal a single-threaded one.
+TEST(WordCache, ThreadsSharingATokenizerGetTheSingleThreadedIds) {
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "b"}, {"ab", "c"}, {"c", "d"}, {" ", "a"}, {"abc", "d"}, {"d", "d"}};
+  std::mt19937 rng(11);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int w = 0; w < 40; ++w) {
+      text += ' ';
+      const size_t length = 1 + rng() % (w % 8 == 0 ? 40 : 9);
+      for (size_t k = 0; k < length; ++k) text += char('a' + rng() % 4);
+    }
+    texts.push_back(text);
+  }
+  std::vector<Ids> expected;
+  const Tokenizer reference = synthetic(merges);
+  for (const std::string& text : texts) expected.push_back(reference.encode(text));
+  const Tokenizer shared = synthetic(merges);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < 4; ++thread) {
+    threads.emplace_back([&, thread] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t k = (i * 7 + size_t(thread) * 31 + size_t(round)) % texts.size();
+          if (shared.encode(texts[k]) != expected[k]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 Json with_added(Json j) {
