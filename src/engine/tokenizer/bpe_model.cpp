@@ -66,35 +66,46 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out)
   }
 }
 
-// ids[i] is symbol i; found[i] the merge of symbols i and i + 1 (kNoMerge for the last). Each
-// round applies the leftmost earliest merge and looks up the two pairs around it.
+// The symbols stay at their first positions, linked by next/prev (a merge keeps the left one);
+// pair[i] is rank << 32 | i for merging symbol i with its successor (kNoPair: none, or i is gone),
+// so the smallest value is the leftmost earliest merge, found by a branch-free scan over all the
+// word's positions; merged[i] is what that merge produces.
 void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) const {
-  int32_t ids[kShortWordBytes];
-  MergeTable::Found found[kShortWordBytes];
+  constexpr uint64_t kNoPair = UINT64_MAX;
+  constexpr uint8_t kNone = UINT8_MAX;
+  int32_t ids[kShortWordBytes], merged[kShortWordBytes];
+  uint64_t pair[kShortWordBytes];
+  uint8_t prev[kShortWordBytes], next[kShortWordBytes];
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
-  size_t n = word.size();
-  for (size_t i = 0; i < n; ++i) ids[i] = byte_ids_[bytes[i]];
-  for (size_t i = 0; i + 1 < n; ++i) found[i] = merges_.find_bytes(bytes[i], bytes[i + 1]);
-  found[n - 1] = kNoMerge;
-  while (n > 1) {
-    size_t at = 0;
-    MergeTable::Found best = found[0];
-    for (size_t i = 1; i + 1 < n; ++i) {  // branch-free: which pair wins is unpredictable
-      const bool lower = found[i] < best;
-      best = lower ? found[i] : best;
-      at = lower ? i : at;
-    }
-    if (best == kNoMerge) break;
-    ids[at] = MergeTable::merged_of(best);
-    for (size_t i = at + 1; i + 1 < n; ++i) {  // a few elements: cheaper than memmove's setup
-      ids[i] = ids[i + 1];
-      found[i] = found[i + 1];
-    }
-    --n;
-    found[at] = at + 1 < n ? merges_.find(ids[at], ids[at + 1]) : kNoMerge;
-    if (at > 0) found[at - 1] = merges_.find(ids[at - 1], ids[at]);
+  const size_t n = word.size();
+  auto set_pair = [&](size_t i, MergeTable::Found f) {
+    pair[i] = f == kNoMerge ? kNoPair : uint64_t(MergeTable::rank_of(f)) << 32 | i;
+    merged[i] = MergeTable::merged_of(f);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = byte_ids_[bytes[i]];
+    prev[i] = uint8_t(i - 1);  // kNone for the first
+    next[i] = uint8_t(i + 1);  // n for the last
   }
-  out.insert(out.end(), ids, ids + n);
+  for (size_t i = 0; i + 1 < n; ++i) set_pair(i, merges_.find_bytes(bytes[i], bytes[i + 1]));
+  pair[n - 1] = kNoPair;
+  for (;;) {
+    uint64_t best = pair[0];
+    for (size_t i = 1; i + 1 < n; ++i) best = std::min(best, pair[i]);
+    if (best == kNoPair) break;
+    const size_t at = size_t(best & UINT32_MAX), right = next[at], after = next[right];
+    ids[at] = merged[at];
+    pair[right] = kNoPair;
+    next[at] = uint8_t(after);
+    if (after < n) {
+      prev[after] = uint8_t(at);
+      set_pair(at, merges_.find(ids[at], ids[after]));
+    } else {
+      pair[at] = kNoPair;
+    }
+    if (prev[at] != kNone) set_pair(prev[at], merges_.find(ids[prev[at]], ids[at]));
+  }
+  for (size_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
 }
 
 // Symbols form a linked list over positions; a tournament tree over the positions holds, for each

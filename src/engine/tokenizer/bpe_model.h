@@ -4,8 +4,8 @@
 // bytes and ids (byte_level.h converts tokenizer.json's strings).
 //
 // Speed: merges come from a MergeTable (Bloom filter, id-pair hash, dense byte-pair table). Pieces
-// of up to kShortWordBytes are merged in two small arrays on the stack (ids and the rank of each
-// adjacent pair; a linear scan finds the lowest rank), longer ones with a tournament tree over the
+// of up to kShortWordBytes are merged in small arrays on the stack (a branch-free scan over the
+// rank of each adjacent pair finds the next merge), longer ones with a tournament tree over the
 // pairs. Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words
 // cost one hash lookup.
 //
