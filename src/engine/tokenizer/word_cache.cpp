@@ -6,7 +6,8 @@
 namespace gpufrac::engine {
 namespace {
 
-// An entry in a shard's arena: this header, the key bytes padded to 4, then the ids.
+// An entry in a shard's arena (in 4-byte words): this header, the key bytes padded to 4, then the
+// ids (so they are copied out as int32_t, without a byte copy into zero-filled space).
 struct EntryHeader {
   uint16_t key_length;
   uint16_t id_count;
@@ -14,6 +15,21 @@ struct EntryHeader {
 
 size_t padded(size_t key_length) {
   return (key_length + 3) & ~size_t(3);
+}
+
+// The size of an entry in arena words.
+size_t entry_words(size_t key_length, size_t id_count) {
+  return 1 + padded(key_length) / 4 + id_count;
+}
+
+EntryHeader header_at(const int32_t* entry) {
+  EntryHeader header;
+  std::memcpy(&header, entry, sizeof(header));
+  return header;
+}
+
+const char* key_at(const int32_t* entry) {
+  return reinterpret_cast<const char*>(entry + 1);
 }
 
 uint32_t tag_of(uint64_t hash) {
@@ -35,12 +51,11 @@ bool same_bytes(const char* a, const char* b, size_t n) {
 }
 
 // The entry at `offset` when it holds `word`, else nullptr.
-const char* matching_entry(const std::vector<char>& arena, uint32_t offset, std::string_view word) {
-  const char* entry = arena.data() + offset;
-  EntryHeader header;
-  std::memcpy(&header, entry, sizeof(header));
-  if (header.key_length != word.size()) return nullptr;
-  return same_bytes(entry + sizeof(header), word.data(), word.size()) ? entry : nullptr;
+const int32_t* matching_entry(const std::vector<int32_t>& arena, uint32_t offset,
+                              std::string_view word) {
+  const int32_t* entry = arena.data() + offset;
+  if (header_at(entry).key_length != word.size()) return nullptr;
+  return same_bytes(key_at(entry), word.data(), word.size()) ? entry : nullptr;
 }
 
 uint32_t load32(const char* p) {
@@ -92,14 +107,10 @@ bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t
     const Slot slot = shard.slots[i];
     if (slot.tag == 0) return false;
     if (slot.tag != tag) continue;
-    const char* entry = matching_entry(shard.arena, slot.offset, word);
+    const int32_t* entry = matching_entry(shard.arena, slot.offset, word);
     if (entry == nullptr) continue;
-    EntryHeader header;
-    std::memcpy(&header, entry, sizeof(header));
-    const size_t first = out.size();
-    out.resize(first + header.id_count);
-    std::memcpy(out.data() + first, entry + sizeof(header) + padded(word.size()),
-                header.id_count * sizeof(int32_t));
+    const int32_t* ids = entry + 1 + padded(word.size()) / 4;
+    out.insert(out.end(), ids, ids + header_at(entry).id_count);
     return true;
   }
 }
@@ -115,9 +126,9 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
   Shard& shard = shard_of(shards_, hash);
   const uint32_t tag = tag_of(hash);
   std::lock_guard guard(shard.lock);
-  const size_t entry_bytes = sizeof(EntryHeader) + padded(word.size()) + ids.size_bytes();
+  const size_t words = entry_words(word.size(), ids.size());
   if (shard.entries >= kMaxEntriesPerShard ||
-      shard.arena.size() + entry_bytes > kArenaBytesPerShard) {
+      (shard.arena.size() + words) * sizeof(int32_t) > kArenaBytesPerShard) {
     shard.slots.clear();
     shard.arena.clear();
     shard.entries = 0;
@@ -128,12 +139,11 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
     // Double the table and re-place every entry (their hashes are recomputed from the keys).
     shard.slots.assign(2 * shard.slots.size(), Slot{0, 0});
     for (size_t offset = 0; offset < shard.arena.size();) {
-      EntryHeader header;
-      std::memcpy(&header, shard.arena.data() + offset, sizeof(header));
-      const std::string_view key(shard.arena.data() + offset + sizeof(header), header.key_length);
-      const uint64_t h = hash_of_key(key);
+      const int32_t* entry = shard.arena.data() + offset;
+      const EntryHeader header = header_at(entry);
+      const uint64_t h = hash_of_key(std::string_view(key_at(entry), header.key_length));
       place(shard, tag_of(h), uint32_t(offset), h);
-      offset += sizeof(header) + padded(header.key_length) + header.id_count * sizeof(int32_t);
+      offset += entry_words(header.key_length, header.id_count);
     }
   }
   const size_t mask = shard.slots.size() - 1;
@@ -143,12 +153,12 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
     }
   }
   const size_t offset = shard.arena.size();
-  shard.arena.resize(offset + entry_bytes);
-  char* entry = shard.arena.data() + offset;
+  shard.arena.resize(offset + words);
+  int32_t* entry = shard.arena.data() + offset;
   const EntryHeader header{uint16_t(word.size()), uint16_t(ids.size())};
   std::memcpy(entry, &header, sizeof(header));
-  std::memcpy(entry + sizeof(header), word.data(), word.size());
-  std::memcpy(entry + sizeof(header) + padded(word.size()), ids.data(), ids.size_bytes());
+  std::memcpy(entry + 1, word.data(), word.size());
+  std::memcpy(entry + 1 + padded(word.size()) / 4, ids.data(), ids.size_bytes());
   place(shard, tag, uint32_t(offset), hash);
   ++shard.entries;
 }

@@ -41,7 +41,7 @@ class WordCache {
 
   struct Slot {
     uint32_t tag;     // the hash's upper half, never 0; 0 marks an empty slot
-    uint32_t offset;  // of the entry in the arena
+    uint32_t offset;  // of the entry in the arena, in 4-byte words
   };
   // A shard's lock: held for a lookup or an insert (well under a microsecond, a table regrowth
   // aside). Unlocking is a plain release store, where std::mutex spends a second atomic
@@ -64,8 +64,8 @@ class WordCache {
 
   struct Shard {
     SpinLock lock;
-    std::vector<Slot> slots;  // a power of two in size; allocated on first insert
-    std::vector<char> arena;
+    std::vector<Slot> slots;     // a power of two in size; allocated on first insert
+    std::vector<int32_t> arena;  // entries, in 4-byte words (see word_cache.cpp)
     size_t entries = 0;
   };
 
