@@ -135,6 +135,9 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
   }
   if (shard.slots.empty()) {
     shard.slots.assign(kMinSlotsPerShard, Slot{0, 0});
+    // All of it at once: the pages are only touched as entries arrive, and growing it by
+    // doubling copied it over and over during a first pass over new text.
+    shard.arena.reserve(kArenaBytesPerShard / sizeof(int32_t));
   } else if (2 * (shard.entries + 1) > shard.slots.size()) {
     // Double the table and re-place every entry (their hashes are recomputed from the keys).
     shard.slots.assign(2 * shard.slots.size(), Slot{0, 0});
