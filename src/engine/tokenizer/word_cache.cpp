@@ -36,6 +36,11 @@ uint32_t tag_of(uint64_t hash) {
   return uint32_t(hash >> 32) | 1;
 }
 
+// A tag's first slot: from the tag itself, so a table grows without rehashing its keys.
+size_t home_of(uint32_t tag, size_t mask) {
+  return (tag >> 1) & mask;
+}
+
 bool same_bytes(const char* a, const char* b, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -103,7 +108,7 @@ bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t
   std::lock_guard guard(shard.lock);
   if (shard.slots.empty()) return false;
   const size_t mask = shard.slots.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+  for (size_t i = home_of(tag, mask);; i = (i + 1) & mask) {
     const Slot slot = shard.slots[i];
     if (slot.tag == 0) return false;
     if (slot.tag != tag) continue;
@@ -115,11 +120,11 @@ bool WordCache::lookup(std::string_view word, uint64_t hash, std::vector<int32_t
   }
 }
 
-void WordCache::place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash) {
+void WordCache::place(Shard& shard, Slot slot) {
   const size_t mask = shard.slots.size() - 1;
-  size_t i = hash & mask;
+  size_t i = home_of(slot.tag, mask);
   while (shard.slots[i].tag != 0) i = (i + 1) & mask;
-  shard.slots[i] = Slot{tag, offset};
+  shard.slots[i] = slot;
 }
 
 void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int32_t> ids) {
@@ -139,18 +144,15 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
     // doubling copied it over and over during a first pass over new text.
     shard.arena.reserve(kArenaBytesPerShard / sizeof(int32_t));
   } else if (2 * (shard.entries + 1) > shard.slots.size()) {
-    // Double the table and re-place every entry (their hashes are recomputed from the keys).
-    shard.slots.assign(2 * shard.slots.size(), Slot{0, 0});
-    for (size_t offset = 0; offset < shard.arena.size();) {
-      const int32_t* entry = shard.arena.data() + offset;
-      const EntryHeader header = header_at(entry);
-      const uint64_t h = hash_of_key(std::string_view(key_at(entry), header.key_length));
-      place(shard, tag_of(h), uint32_t(offset), h);
-      offset += entry_words(header.key_length, header.id_count);
+    // Double the table and re-place every slot.
+    std::vector<Slot> old(2 * shard.slots.size(), Slot{0, 0});
+    old.swap(shard.slots);
+    for (const Slot slot : old) {
+      if (slot.tag != 0) place(shard, slot);
     }
   }
   const size_t mask = shard.slots.size() - 1;
-  for (size_t i = hash & mask; shard.slots[i].tag != 0; i = (i + 1) & mask) {
+  for (size_t i = home_of(tag, mask); shard.slots[i].tag != 0; i = (i + 1) & mask) {
     if (shard.slots[i].tag == tag && matching_entry(shard.arena, shard.slots[i].offset, word)) {
       return;  // another thread inserted it meanwhile
     }
@@ -162,7 +164,7 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
   std::memcpy(entry, &header, sizeof(header));
   std::memcpy(entry + 1, word.data(), word.size());
   std::memcpy(entry + 1 + padded(word.size()) / 4, ids.data(), ids.size_bytes());
-  place(shard, tag, uint32_t(offset), hash);
+  place(shard, Slot{tag, uint32_t(offset)});
   ++shard.entries;
 }
 

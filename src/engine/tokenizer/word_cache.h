@@ -69,7 +69,7 @@ class WordCache {
     size_t entries = 0;
   };
 
-  static void place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash);
+  static void place(Shard& shard, Slot slot);
   static Shard& shard_of(std::array<Shard, kShards>& shards, uint64_t hash) {
     return shards[hash >> 60];
   }
