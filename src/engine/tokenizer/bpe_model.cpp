@@ -74,7 +74,7 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
   constexpr uint64_t kNoPair = UINT64_MAX;
   constexpr uint8_t kNone = UINT8_MAX;
   int32_t ids[kShortWordBytes], merged[kShortWordBytes];
-  uint64_t pair[kShortWordBytes];
+  uint64_t pair[kShortWordBytes + 1];
   uint8_t prev[kShortWordBytes], next[kShortWordBytes];
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
   const size_t n = word.size();
@@ -88,10 +88,14 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
     next[i] = uint8_t(i + 1);  // n for the last
   }
   for (size_t i = 0; i + 1 < n; ++i) set_pair(i, merges_.find_bytes(bytes[i], bytes[i + 1]));
-  pair[n - 1] = kNoPair;
+  pair[n - 1] = pair[n] = kNoPair;  // pair[n]: padding for the scan below
   for (;;) {
-    uint64_t best = pair[0];
-    for (size_t i = 1; i + 1 < n; ++i) best = std::min(best, pair[i]);
+    uint64_t best = pair[0], also = pair[1];  // two chains of compares, pairs at a time
+    for (size_t i = 2; i + 1 < n; i += 2) {
+      best = std::min(best, pair[i]);
+      also = std::min(also, pair[i + 1]);
+    }
+    best = std::min(best, also);
     if (best == kNoPair) break;
     const size_t at = size_t(best & UINT32_MAX), right = next[at], after = next[right];
     ids[at] = merged[at];
