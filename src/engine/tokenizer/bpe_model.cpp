@@ -1,6 +1,7 @@
 #include "engine/tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "engine/tokenizer/word_cache.h"
@@ -9,74 +10,31 @@ namespace gpufrac::engine {
 
 namespace {
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return ((uint64_t(uint32_t(left)) << 32) | uint32_t(right)) + 1;
-}
-
-uint64_t mix(uint64_t key) {
-  return (key * 0x9E3779B97F4A7C15ull) ^ (key >> 29);
-}
-
-struct Symbol {
-  int32_t id;  // -1 once merged into its left neighbour
-  int32_t prev, next;
-};
-
-struct Candidate {
-  uint32_t rank;
-  int32_t pos;  // index of the left symbol
-  int32_t merged;
-  // std heap functions build a max-heap: "less" means later (higher rank, then further right).
-  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-};
+constexpr MergeTable::Found kNoMerge = MergeTable::kNoMerge;
 
 }  // namespace
 
-BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
-    : vocab_(std::move(vocab)),
-      ignore_merges_(ignore_merges),
-      cache_(std::make_unique<WordCache>()) {
+std::array<int32_t, 256> BpeModel::byte_ids_of(const BytesToId& vocab) {
+  std::array<int32_t, 256> ids{};
   for (int b = 0; b < 256; ++b) {
-    const int32_t id = id_of_bytes(std::string(1, char(b)));
-    if (id < 0) {
+    const auto it = vocab.find(std::string_view(std::string(1, char(b))));
+    if (it == vocab.end()) {
       throw std::invalid_argument("the vocabulary has no token for byte " + std::to_string(b) +
                                   " (not a byte-level BPE vocabulary)");
     }
-    byte_ids_[b] = id;
+    ids[b] = it->second;
   }
-  size_t capacity = 16;
-  while (capacity < merges.size() * 2) capacity *= 2;
-  merge_slots_.assign(capacity, MergeSlot{0, 0, 0});
-  merge_mask_ = capacity - 1;
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const BpeMerge& m = merges[rank];
-    const uint64_t key = pair_key(m.left, m.right);
-    for (uint64_t i = mix(key) & merge_mask_;; i = (i + 1) & merge_mask_) {
-      MergeSlot& slot = merge_slots_[i];
-      // A repeated pair takes its last rank, as in Hugging Face tokenizers and transformers.js.
-      if (slot.key == key || slot.key == 0) {
-        slot = MergeSlot{key, uint32_t(rank), m.merged};
-        break;
-      }
-    }
-  }
+  return ids;
 }
+
+BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
+    : vocab_(vocab),
+      byte_ids_(byte_ids_of(vocab)),
+      merges_(merges, byte_ids_),
+      ignore_merges_(ignore_merges),
+      cache_(std::make_unique<WordCache>()) {}
 
 BpeModel::~BpeModel() = default;
-
-int32_t BpeModel::id_of_bytes(std::string_view bytes) const {
-  auto it = vocab_.find(bytes);
-  return it == vocab_.end() ? -1 : it->second;
-}
-
-const BpeModel::MergeSlot* BpeModel::find_merge(int32_t left, int32_t right) const {
-  const uint64_t key = pair_key(left, right);
-  for (uint64_t i = mix(key) & merge_mask_;; i = (i + 1) & merge_mask_) {
-    const MergeSlot& slot = merge_slots_[i];
-    if (slot.key == key) return &slot;
-    if (slot.key == 0) return nullptr;
-  }
-}
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() == 1) {
@@ -101,45 +59,115 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out)
       return;
     }
   }
-  merge_symbols(word, out);
+  if (word.size() <= kShortWordBytes) {
+    merge_short(word, out);
+  } else {
+    merge_long(word, out);
+  }
 }
 
-void BpeModel::merge_symbols(std::string_view word, std::vector<int32_t>& out) const {
-  thread_local std::vector<Symbol> symbols;
-  thread_local std::vector<Candidate> heap;
-  const int32_t n = int32_t(word.size());
-  symbols.resize(n);
-  heap.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    symbols[i] =
-        Symbol{byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+// The symbols stay at their first positions, linked by next/prev (a merge keeps the left one);
+// pair[i] is rank << 32 | i for merging symbol i with its successor (kNoPair: none, or i is gone),
+// so the smallest value is the leftmost earliest merge, found by a branch-free scan over all the
+// word's positions; merged[i] is what that merge produces.
+void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) const {
+  constexpr uint64_t kNoPair = UINT64_MAX;
+  constexpr uint8_t kNone = UINT8_MAX;
+  int32_t ids[kShortWordBytes], merged[kShortWordBytes];
+  uint64_t pair[kShortWordBytes + 1];
+  uint8_t prev[kShortWordBytes], next[kShortWordBytes];
+  const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
+  const size_t n = word.size();
+  auto set_pair = [&](size_t i, MergeTable::Found f) {
+    pair[i] = f == kNoMerge ? kNoPair : uint64_t(MergeTable::rank_of(f)) << 32 | i;
+    merged[i] = MergeTable::merged_of(f);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = byte_ids_[bytes[i]];
+    prev[i] = uint8_t(i - 1);  // kNone for the first
+    next[i] = uint8_t(i + 1);  // n for the last
   }
-  auto push_candidate = [&](int32_t pos) {
-    if (pos < 0 || symbols[pos].next < 0) return;
-    if (const MergeSlot* m = find_merge(symbols[pos].id, symbols[symbols[pos].next].id)) {
-      heap.push_back(Candidate{m->rank, pos, m->merged});
-      std::push_heap(heap.begin(), heap.end());
+  for (size_t i = 0; i + 1 < n; ++i) set_pair(i, merges_.find_bytes(bytes[i], bytes[i + 1]));
+  pair[n - 1] = pair[n] = kNoPair;  // pair[n]: padding for the scan below
+  for (;;) {
+    uint64_t best = pair[0], also = pair[1];  // two chains of compares, pairs at a time
+    for (size_t i = 2; i + 1 < n; i += 2) {
+      best = std::min(best, pair[i]);
+      also = std::min(also, pair[i + 1]);
+    }
+    best = std::min(best, also);
+    if (best == kNoPair) break;
+    const size_t at = size_t(best & UINT32_MAX), right = next[at], after = next[right];
+    ids[at] = merged[at];
+    pair[right] = kNoPair;
+    next[at] = uint8_t(after);
+    if (after < n) {
+      prev[after] = uint8_t(at);
+      set_pair(at, merges_.find(ids[at], ids[after]));
+    } else {
+      pair[at] = kNoPair;
+    }
+    if (prev[at] != kNone) set_pair(prev[at], merges_.find(ids[prev[at]], ids[at]));
+  }
+  for (size_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
+}
+
+// Symbols form a linked list over positions; a tournament tree over the positions holds, for each
+// symbol, rank << 32 | position of merging it with its successor (kNoPair: none), so the root is
+// the leftmost lowest-ranked pair and each merge updates three leaves.
+void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) const {
+  constexpr uint64_t kNoPair = UINT64_MAX;
+  thread_local std::vector<int32_t> ids, merged, prev, next;
+  thread_local std::vector<uint64_t> tree;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
+  const size_t n = word.size();
+  size_t leaves = 1;
+  while (leaves < n) leaves *= 2;
+  ids.resize(n);
+  merged.resize(n);
+  prev.resize(n);
+  next.resize(n);
+  tree.assign(2 * leaves, kNoPair);
+  // The leaf of the pair at pos, remembering what it merges into.
+  auto leaf = [&](MergeTable::Found f, size_t pos) {
+    if (f == kNoMerge) return kNoPair;
+    merged[pos] = MergeTable::merged_of(f);
+    return uint64_t(MergeTable::rank_of(f)) << 32 | pos;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = byte_ids_[bytes[i]];
+    prev[i] = int32_t(i) - 1;
+    next[i] = i + 1 < n ? int32_t(i + 1) : -1;
+    if (i + 1 < n) tree[leaves + i] = leaf(merges_.find_bytes(bytes[i], bytes[i + 1]), i);
+  }
+  for (size_t i = leaves - 1; i >= 1; --i) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
+  auto set = [&](size_t pos, uint64_t value) {
+    size_t i = leaves + pos;
+    tree[i] = value;
+    for (i /= 2; i >= 1; i /= 2) {
+      const uint64_t least = std::min(tree[2 * i], tree[2 * i + 1]);
+      if (tree[i] == least) break;  // the ancestors are already right
+      tree[i] = least;
     }
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push_candidate(i);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end());
-    const Candidate c = heap.back();
-    heap.pop_back();
-    Symbol& left = symbols[c.pos];
-    if (left.id < 0 || left.next < 0) continue;
-    // Stale when either side changed since the candidate was pushed: the merged token would differ.
-    const MergeSlot* current = find_merge(left.id, symbols[left.next].id);
-    if (current == nullptr || current->merged != c.merged) continue;
-    Symbol& right = symbols[left.next];
-    left.id = c.merged;
-    right.id = -1;
-    left.next = right.next;
-    if (left.next >= 0) symbols[left.next].prev = c.pos;
-    push_candidate(left.prev);
-    push_candidate(c.pos);
+  while (tree[1] != kNoPair) {
+    const int32_t at = int32_t(tree[1] & UINT32_MAX);
+    const int32_t right = next[at];
+    ids[at] = merged[at];
+    next[at] = next[right];
+    set(size_t(right), kNoPair);
+    if (next[at] >= 0) {
+      prev[next[at]] = at;
+      set(size_t(at), leaf(merges_.find(ids[at], ids[next[at]]), size_t(at)));
+    } else {
+      set(size_t(at), kNoPair);
+    }
+    if (prev[at] >= 0) {
+      const size_t p = size_t(prev[at]);
+      set(p, leaf(merges_.find(ids[p], ids[at]), p));
+    }
   }
-  for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+  for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
 }
 
 }  // namespace gpufrac::engine

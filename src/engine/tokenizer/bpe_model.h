@@ -3,8 +3,11 @@
 // as Hugging Face tokenizers and transformers.js do. The vocabulary and merges come in as raw
 // bytes and ids (byte_level.h converts tokenizer.json's strings).
 //
-// Speed: merges live in an open-addressing hash keyed by the id pair, and finished pieces of up to
-// 256 bytes are remembered in a bounded WordCache, so common words cost one hash lookup.
+// Speed: merges come from a MergeTable (Bloom filter, id-pair hash, dense byte-pair table). Pieces
+// of up to kShortWordBytes are merged in small arrays on the stack (a branch-free scan over the
+// rank of each adjacent pair finds the next merge), longer ones with a tournament tree over the
+// pairs. Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words
+// cost one hash lookup.
 //
 // Thread-safety: immutable after construction except the cache, which is internally locked;
 // encode_word may be called from many threads at once.
@@ -15,20 +18,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "engine/tokenizer/merge_table.h"
+#include "engine/tokenizer/vocab_index.h"
+
 namespace gpufrac::engine {
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using BytesToId = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
-
-struct BpeMerge {
-  int32_t left, right, merged;  // token ids; the merge's rank is its index in the list
-};
 
 class WordCache;
 
@@ -44,23 +39,21 @@ class BpeModel {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   // The id of a vocabulary entry given as raw bytes, or -1.
-  int32_t id_of_bytes(std::string_view bytes) const;
-  const BytesToId& vocab() const { return vocab_; }
+  int32_t id_of_bytes(std::string_view bytes) const { return vocab_.find(bytes); }
 
  private:
-  struct MergeSlot {
-    uint64_t key;  // (left << 32 | right) + 1; 0 marks an empty slot
-    uint32_t rank;
-    int32_t merged;
-  };
-  const MergeSlot* find_merge(int32_t left, int32_t right) const;
-  void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
-  void merge_symbols(std::string_view word, std::vector<int32_t>& out) const;
+  // Longer pieces take the tournament-tree path. 16, 32 and 64 were within noise of each other on
+  // the bench corpus (2026-11-29).
+  static constexpr size_t kShortWordBytes = 32;
 
-  BytesToId vocab_;
-  std::array<int32_t, 256> byte_ids_{};
-  std::vector<MergeSlot> merge_slots_;
-  uint64_t merge_mask_ = 0;
+  static std::array<int32_t, 256> byte_ids_of(const BytesToId& vocab);
+  void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_short(std::string_view word, std::vector<int32_t>& out) const;
+  void merge_long(std::string_view word, std::vector<int32_t>& out) const;
+
+  VocabIndex vocab_;
+  std::array<int32_t, 256> byte_ids_;
+  MergeTable merges_;
   bool ignore_merges_ = false;
   std::unique_ptr<WordCache> cache_;
 };

@@ -134,14 +134,18 @@ bool nfc_quick_check(std::string_view text) {
   return true;
 }
 
-std::string nfc_normalize(std::string_view text) {
+bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
   // Copy text through, normalizing only the spans around characters the quick check rejects.
-  std::string out;
-  out.reserve(text.size());
+  bool needed = false;
   size_t copied = 0;      // text[0, copied) is in `out`
   size_t span_start = 0;  // the last safe boundary seen
   uint8_t last_ccc = 0;
   for (size_t pos = 0; pos < text.size();) {
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {  // ASCII: a safe boundary
+      span_start = pos++;
+      last_ccc = 0;
+      continue;
+    }
     const DecodedChar c = decode_utf8(text, pos);
     const uint8_t flags = unicode_flags(c.cp);
     if (is_safe_boundary(flags)) {
@@ -157,6 +161,11 @@ std::string nfc_normalize(std::string_view text) {
       pos += c.length;
       continue;
     }
+    if (!needed) {
+      needed = true;
+      out.clear();
+      out.reserve(text.size() + text.size() / 8);
+    }
     size_t end = pos + c.length;
     while (end < text.size()) {
       const DecodedChar d = decode_utf8(text, end);
@@ -168,7 +177,13 @@ std::string nfc_normalize(std::string_view text) {
     copied = span_start = pos = end;
     last_ccc = 0;
   }
-  out.append(text.substr(copied));
+  if (needed) out.append(text.substr(copied));
+  return needed;
+}
+
+std::string nfc_normalize(std::string_view text) {
+  std::string out;
+  if (!nfc_normalize_if_needed(text, out)) out.assign(text);
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Encoding and decoding; loading tokenizer.json is in tokenizer_load.cpp.
 #include "engine/tokenizer/tokenizer.h"
 
+#include <cstring>
+
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/nfc.h"
@@ -27,11 +29,10 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
     encode_plain(text, ids);
   } else {
     size_t segment_start = 0;
-    for (size_t pos = 0; pos < text.size();) {
+    for (size_t pos = next_added_start(text, 0); pos < text.size();
+         pos = next_added_start(text, pos)) {
       int32_t id;
-      if (!starts_added_[static_cast<unsigned char>(text[pos])]) {
-        ++pos;
-      } else if (const size_t length = match_added(text, pos, id)) {
+      if (const size_t length = match_added(text, pos, id)) {
         encode_plain(text.substr(segment_start, pos - segment_start), ids);
         ids.push_back(id);
         pos += length;
@@ -45,24 +46,55 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
   if (options.add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
 }
 
+size_t Tokenizer::next_added_start(std::string_view text, size_t pos) const {
+  const auto& first_bytes = added_trie_[0].children;
+  if (first_bytes.size() == 1) {  // Qwen and Llama: every added token starts with '<'
+    const void* found = std::memchr(text.data() + pos, first_bytes[0].first, text.size() - pos);
+    return found ? size_t(static_cast<const char*>(found) - text.data()) : text.size();
+  }
+  while (pos < text.size() && !starts_added_[static_cast<unsigned char>(text[pos])]) ++pos;
+  return pos;
+}
+
 size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) const {
-  for (const int32_t candidate : added_by_first_byte_[static_cast<unsigned char>(text[pos])]) {
-    const std::string& content = tokens_[candidate].bytes;
-    if (text.compare(pos, content.size(), content) == 0) {
-      id = candidate;
-      return content.size();
+  size_t length = 0;
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    int32_t next = -1;
+    for (const auto& [byte, child] : added_trie_[node].children) {
+      if (byte == static_cast<unsigned char>(text[i])) next = child;
+    }
+    if (next < 0) break;
+    node = next;
+    if (added_trie_[node].id >= 0) {
+      id = added_trie_[node].id;
+      length = i + 1 - pos;
     }
   }
-  return 0;
+  return length;
+}
+
+void Tokenizer::add_to_trie(std::string_view content, int32_t id) {
+  int32_t node = 0;
+  for (const char c : content) {
+    int32_t next = -1;
+    for (const auto& [byte, child] : added_trie_[node].children) {
+      if (byte == static_cast<unsigned char>(c)) next = child;
+    }
+    if (next < 0) {
+      next = int32_t(added_trie_.size());
+      added_trie_[node].children.emplace_back(static_cast<unsigned char>(c), next);
+      added_trie_.emplace_back();
+    }
+    node = next;
+  }
+  if (added_trie_[node].id < 0) added_trie_[node].id = id;
 }
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
   if (text.empty()) return;
   std::string normalized;
-  if (nfc_ && !nfc_quick_check(text)) {
-    normalized = nfc_normalize(text);
-    text = normalized;
-  }
+  if (nfc_ && nfc_normalize_if_needed(text, normalized)) text = normalized;
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
   split_pre_tokens(text, pattern_, pieces);

@@ -86,16 +86,26 @@ class Tokenizer {
   Tokenizer();
   static Tokenizer from_parts(TokenizerJsonParts parts, const std::string& source);
   void encode_plain(std::string_view text, std::vector<int32_t>& ids) const;
+  // The first position >= pos where an added token may start (text.size() when none).
+  size_t next_added_start(std::string_view text, size_t pos) const;
   // The length of the longest added token at text[pos...], with its id; 0 when none.
   size_t match_added(std::string_view text, size_t pos, int32_t& id) const;
+  // Adds an added token's content to the trie; of two with the same content the first stays.
+  void add_to_trie(std::string_view content, int32_t id);
 
   std::unique_ptr<BpeModel> bpe_;
   std::vector<TokenInfo> tokens_;
   PreTokenizerPattern pattern_ = PreTokenizerPattern::kQwen2;
   bool nfc_ = false;
   std::vector<int32_t> prefix_ids_, suffix_ids_;
-  // Added tokens by first byte, longest first (leftmost-longest matching).
-  std::vector<std::vector<int32_t>> added_by_first_byte_;
+  // Added tokens' contents as a byte trie (node 0 is the root) for leftmost-longest matching:
+  // Llama 3 has 256 added tokens starting with "<|", which a list per first byte compared one by
+  // one at every '<' of the text.
+  struct TrieNode {
+    int32_t id = -1;  // the added token whose content ends here, or -1
+    std::vector<std::pair<unsigned char, int32_t>> children;  // byte, node index
+  };
+  std::vector<TrieNode> added_trie_;
   std::array<bool, 256> starts_added_{};  // some added token starts with this byte
 };
 

@@ -183,7 +183,7 @@ Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& sou
       merges.push_back(BpeMerge{l->second, r->second, m->second});
     }
 
-    t.added_by_first_byte_.resize(256);
+    t.added_trie_.resize(1);  // the root
     for (const Json& a : added) {
       const std::string content = a.at("content").get<std::string>();
       const int32_t id = a.at("id").get<int32_t>();
@@ -197,13 +197,8 @@ Tokenizer Tokenizer::from_parts(TokenizerJsonParts parts, const std::string& sou
         fail(source, "added token '" + content + "' is normalized (not supported with NFC)");
       }
       t.tokens_[id] = TokenInfo{content, true, true, a.value("special", false)};
-      t.added_by_first_byte_[static_cast<unsigned char>(content[0])].push_back(id);
+      t.add_to_trie(content, id);
       t.starts_added_[static_cast<unsigned char>(content[0])] = true;
-    }
-    for (auto& candidates : t.added_by_first_byte_) {
-      std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
-        return t.tokens_[a].bytes.size() > t.tokens_[b].bytes.size();
-      });
     }
     t.bpe_ =
         std::make_unique<BpeModel>(std::move(vocab), merges, model.value("ignore_merges", false));

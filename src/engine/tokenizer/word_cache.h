@@ -1,6 +1,6 @@
 // The BPE word cache: a bounded map from a pre-tokenized piece (its bytes) to its token ids, so a
 // word seen before costs one hash lookup instead of a run of merges. Open addressing in 16 shards,
-// each with its own mutex: 8-byte slots (a hash tag and an arena offset) point into the shard's
+// each with its own lock: 8-byte slots (a hash tag and an arena offset) point into the shard's
 // arena, where an entry holds its key length, id count, key bytes and ids together (one cache
 // miss for the slot, one for the entry). A shard's slot table starts small and doubles (up to
 // kMaxSlotsPerShard) so the slots of a small vocabulary of words stay in the CPU caches; a full
@@ -10,10 +10,12 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace gpufrac::engine {
@@ -39,16 +41,35 @@ class WordCache {
 
   struct Slot {
     uint32_t tag;     // the hash's upper half, never 0; 0 marks an empty slot
-    uint32_t offset;  // of the entry in the arena
+    uint32_t offset;  // of the entry in the arena, in 4-byte words
   };
+  // A shard's lock: held for a lookup or an insert (well under a microsecond, a table regrowth
+  // aside). Unlocking is a plain release store, where std::mutex spends a second atomic
+  // read-modify-write on every call; a waiter spins a hundred reads, then yields its core.
+  class SpinLock {
+   public:
+    void lock() {
+      int spins = 0;
+      while (held_.exchange(true, std::memory_order_acquire)) {
+        while (held_.load(std::memory_order_relaxed)) {
+          if (++spins > 100) std::this_thread::yield();
+        }
+      }
+    }
+    void unlock() { held_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<bool> held_{false};
+  };
+
   struct Shard {
-    std::mutex mutex;
-    std::vector<Slot> slots;  // a power of two in size; allocated on first insert
-    std::vector<char> arena;
+    SpinLock lock;
+    std::vector<Slot> slots;     // a power of two in size; allocated on first insert
+    std::vector<int32_t> arena;  // entries, in 4-byte words (see word_cache.cpp)
     size_t entries = 0;
   };
 
-  static void place(Shard& shard, uint32_t tag, uint32_t offset, uint64_t hash);
+  static void place(Shard& shard, Slot slot);
   static Shard& shard_of(std::array<Shard, kShards>& shards, uint64_t hash) {
     return shards[hash >> 60];
   }

@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <map>
 #include <random>
+#include <thread>
 
 #include "common/error.h"
+#include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/utf8.h"
@@ -71,6 +76,61 @@ TEST(Bpe, LongWordsAndRepeatsUseTheCacheConsistently) {
   EXPECT_EQ(t.encode("cd cd cd"), t.encode("cd cd cd"));
 }
 
+// The definition of BPE, slowly: merge the leftmost lowest-ranked pair until none has a merge.
+Ids naive_bpe(std::string_view word, const std::map<std::pair<int32_t, int32_t>, size_t>& ranks,
+              const std::vector<BpeMerge>& merges) {
+  Ids ids;
+  for (const char c : word) ids.push_back(static_cast<unsigned char>(c));
+  for (;;) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      const auto it = ranks.find({ids[i], ids[i + 1]});
+      if (it != ranks.end() && it->second < best) best = it->second, at = i;
+    }
+    if (best == SIZE_MAX) return ids;
+    ids[at] = merges[best].merged;
+    ids.erase(ids.begin() + long(at) + 1);
+  }
+}
+
+// Random merges over a 5-letter alphabet, partly shuffled (a merge may then rank below the merges
+// that build its parts) and with repeated pairs; words of every length class: the short array
+// path, the tournament-tree path, and pieces too long for the word cache.
+TEST(Bpe, MatchesTheNaiveMergeLoopOnRandomMerges) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 4; ++round) {
+    BytesToId vocab;
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) vocab.emplace(std::string(1, char(b)), b);
+    for (const char c : std::string("abcde")) tokens.emplace_back(1, c);
+    std::vector<BpeMerge> merges;
+    while (merges.size() < 400) {
+      const std::string l = tokens[rng() % tokens.size()];
+      const std::string r = tokens[rng() % tokens.size()];
+      if (l.size() + r.size() > 12) continue;
+      const auto [it, added] = vocab.emplace(l + r, int32_t(vocab.size()));
+      if (added) tokens.push_back(l + r);
+      merges.push_back(BpeMerge{vocab.at(l), vocab.at(r), it->second});
+    }
+    std::shuffle(merges.begin() + 100 * round, merges.begin() + 100 * round + 100, rng);
+    std::map<std::pair<int32_t, int32_t>, size_t> ranks;
+    for (size_t rank = 0; rank < merges.size(); ++rank)
+      ranks[{merges[rank].left, merges[rank].right}] = rank;
+    const BpeModel model(vocab, merges, false);
+    for (int w = 0; w < 3000; ++w) {
+      const size_t length = w % 10 == 0 ? 200 + rng() % 500 : 2 + rng() % 60;
+      std::string word;
+      for (size_t i = 0; i < length; ++i) word += char('a' + rng() % 5);
+      const Ids expected = naive_bpe(word, ranks, merges);
+      for (int pass = 0; pass < 2; ++pass) {  // the second from the word cache
+        Ids ids = {-7};
+        model.encode_word(word, ids);
+        ASSERT_EQ(Ids(ids.begin() + 1, ids.end()), expected) << word << " pass " << pass;
+      }
+    }
+  }
+}
+
 TEST(WordCache, KeepsEntriesThroughGrowthAndClearsWhenFull) {
   WordCache cache;
   auto word = [](int i) { return "w" + std::to_string(i) + std::string(size_t(i % 7), 'x'); };
@@ -95,6 +155,42 @@ TEST(WordCache, KeepsEntriesThroughGrowthAndClearsWhenFull) {
   EXPECT_FALSE(cache.lookup("never inserted", WordCache::hash("never inserted"), none));
 }
 
+// Threads sharing one tokenizer contend for its word cache's shards (lookups, inserts, table
+// regrowth): every encoding must equal a single-threaded one.
+TEST(WordCache, ThreadsSharingATokenizerGetTheSingleThreadedIds) {
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "b"}, {"ab", "c"}, {"c", "d"}, {" ", "a"}, {"abc", "d"}, {"d", "d"}};
+  std::mt19937 rng(11);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int w = 0; w < 40; ++w) {
+      text += ' ';
+      const size_t length = 1 + rng() % (w % 8 == 0 ? 40 : 9);
+      for (size_t k = 0; k < length; ++k) text += char('a' + rng() % 4);
+    }
+    texts.push_back(text);
+  }
+  std::vector<Ids> expected;
+  const Tokenizer reference = synthetic(merges);
+  for (const std::string& text : texts) expected.push_back(reference.encode(text));
+  const Tokenizer shared = synthetic(merges);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < 4; ++thread) {
+    threads.emplace_back([&, thread] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t k = (i * 7 + size_t(thread) * 31 + size_t(round)) % texts.size();
+          if (shared.encode(texts[k]) != expected[k]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 Json with_added(Json j) {
   j["added_tokens"] = Json::parse(R"([
     {"id": 1000, "content": "<|x|>", "special": true},
@@ -110,6 +206,22 @@ TEST(AddedTokens, MatchedLeftmostLongestBeforeBpe) {
   const Ids plain = t.encode("<|x|>", {.parse_special = false});
   EXPECT_EQ(plain.size(), 5u);
   EXPECT_EQ(t.decode(plain), "<|x|>");
+}
+
+TEST(AddedTokens, LongestWinsWhenOneIsAPrefixOfAnother) {
+  Json j = synthetic_tokenizer_json({});
+  j["added_tokens"] = Json::parse(R"([
+    {"id": 1000, "content": "ab", "special": false},
+    {"id": 1001, "content": "abcd", "special": false},
+    {"id": 1002, "content": "ab", "special": false},
+    {"id": 1003, "content": "x!", "special": false}])");
+  const Tokenizer t = Tokenizer::from_json(j, "prefixes");
+  // Of two tokens with the same content the first is matched.
+  EXPECT_EQ(t.encode("abcdabcabx"), (Ids{1001, 1000, 'c', 1000, 'x'}));
+  EXPECT_EQ(t.encode("xabx!a"), (Ids{'x', 1000, 1003, 'a'}));
+  EXPECT_EQ(t.encode("a"), Ids{'a'});
+  EXPECT_EQ(t.token_id("abcd"), 1001);
+  EXPECT_EQ(t.token_id("abc"), std::nullopt);
 }
 
 TEST(AddedTokens, DecodeSkipsOnlySpecialOnes) {
