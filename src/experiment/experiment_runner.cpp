@@ -63,20 +63,21 @@ int run_experiment(const ExperimentSpec& spec, const ExperimentOptions& options,
       return 130;
     }
   }
+  std::string packing_markdown;
   if (spec.packing_search) {
     PackingSearchResult search = run_packing_search(spec, options, InterruptGuard::interrupted);
     if (InterruptGuard::interrupted()) {
       out << "interrupted during the packing search; run the same command again to resume\n";
       return 130;
     }
-    out << "\n" << packing_search_markdown(spec, search);
+    packing_markdown = packing_search_markdown(spec, search);
   }
   std::vector<std::string> existing;
   for (const std::string& dir : result_dirs) {
     if (std::filesystem::exists(dir)) existing.push_back(dir);
   }
   if (existing.empty()) throw RuntimeFailure("no results were produced under " + spec.output);
-  write_experiment_report(spec, existing, out);
+  write_experiment_report(spec, existing, packing_markdown, out);
   return 0;
 }
 

@@ -20,6 +20,16 @@ double stat(const Json& metrics, const char* metric, const char* statistic) {
   return m->at(statistic).get<double>();
 }
 
+// A node's start failure reads "<who> exited: <status>; its log ends: <line> | ... | <line>"; the
+// report keeps the failure and the log's last line (packing.json keeps all of it).
+std::string last_log_line(const std::string& reason) {
+  const std::string marker = "its log ends: ";
+  size_t log = reason.find(marker);
+  size_t last = reason.rfind(" | ");
+  if (log == std::string::npos || last == std::string::npos || last < log) return reason;
+  return reason.substr(0, log + marker.size()) + "... " + reason.substr(last + 3);
+}
+
 }  // namespace
 
 PackingProbe judge_probe(const std::string& summary_path, int models_per_gpu,
@@ -136,23 +146,21 @@ std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSea
   std::vector<PackingProbe> probes = result.probes;
   std::sort(probes.begin(), probes.end(),
             [](const auto& a, const auto& b) { return a.models_per_gpu < b.models_per_gpu; });
+  std::ostringstream not_started;
   char line[256];
   for (const PackingProbe& p : probes) {
-    if (!p.started) {
-      out << "| " << p.models_per_gpu << " | — | — | — | no: did not start |\n";
+    if (p.started) {
+      std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s |\n", p.models_per_gpu,
+                    p.worst_ttft_p90_ms, p.worst_itl_p50_ms, p.failed_requests,
+                    p.passed ? "yes" : "no");
+      out << line;
       continue;
     }
-    std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s |\n", p.models_per_gpu,
-                  p.worst_ttft_p90_ms, p.worst_itl_p50_ms, p.failed_requests,
-                  p.passed ? "yes" : "no");
-    out << line;
+    out << "| " << p.models_per_gpu << " | — | — | — | no: did not start |\n";
+    not_started << "\n" << p.models_per_gpu << " model(s) per GPU did not start: "
+                << last_log_line(p.not_started_reason) << "\n";
   }
-  for (const PackingProbe& p : probes) {
-    if (!p.started) {
-      std::string why = p.not_started_reason.substr(0, p.not_started_reason.find('\n'));
-      out << "\n" << p.models_per_gpu << " model(s) per GPU did not start: " << why << "\n";
-    }
-  }
+  out << not_started.str();
   out << "\nLargest packing that meets the SLO: **" << result.largest_passing
       << " model(s) per GPU** (searched up to " << search.max_models_per_gpu
       << "; dedicated serving needs one GPU per model).\n";

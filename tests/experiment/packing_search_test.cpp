@@ -102,5 +102,38 @@ TEST(PackingSearch, JudgesEveryModelAgainstTheSlo) {
   EXPECT_FALSE(judge_probe(write(900, 20, 1), 2, slo).passed);
 }
 
+TEST(PackingSearch, MarkdownListsProbesInOrderAndWhyAPackingDidNotStart) {
+  ExperimentSpec spec = parse_experiment_spec(
+      "name: t\nmodel: tiny\nruns: [{arm: fractions, models_per_gpu: 2, concurrency: [1]}]\n"
+      "packing_search: {arm: fractions, rate: 0.1, max_models_per_gpu: 3}\n",
+      "test");
+  PackingSearchResult result;
+  PackingProbe too_many;
+  too_many.models_per_gpu = 3;
+  too_many.started = false;
+  too_many.not_started_reason =
+      "model 'm2' (pid 9) exited: exit code 2; its log ends: tuning GEMV | gpufrac serve: out of "
+      "memory";
+  PackingProbe fits;
+  fits.models_per_gpu = 2;
+  fits.passed = true;
+  fits.worst_ttft_p90_ms = 512.25;
+  fits.worst_itl_p50_ms = 20.5;
+  result.probes = {too_many, fits};
+  result.largest_passing = 2;
+  std::string md = packing_search_markdown(spec, result);
+  size_t row2 = md.find("| 2 | 512.2 | 20.50 | 0 | yes |");
+  size_t row3 = md.find("| 3 | — | — | — | no: did not start |");
+  ASSERT_NE(row2, std::string::npos) << md;
+  ASSERT_NE(row3, std::string::npos) << md;
+  EXPECT_LT(row2, row3);
+  EXPECT_NE(md.find("3 model(s) per GPU did not start: model 'm2' (pid 9) exited: exit code 2; "
+                    "its log ends: ... gpufrac serve: out of memory"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("tuning GEMV"), std::string::npos) << md;
+  EXPECT_NE(md.find("**2 model(s) per GPU**"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace gpufrac
