@@ -25,6 +25,7 @@ namespace gpufrac::memcap {
   X(cuMemAllocPitch, "cuMemAllocPitch", 2000, false, kCuda, true)                          \
   X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, false, kCuda, true)                       \
   X(cuMemAllocManaged, "cuMemAllocManaged", 6000, false, kCuda, true)                      \
+  X(cuMemFree, "cuMemFree", 2000, false, kCuda, true)                                      \
   X(cuMemFree_v2, "cuMemFree", 3020, false, kCuda, true)                                   \
   X(cuMemGetInfo, "cuMemGetInfo", 2000, false, kCuda, true)                                \
   X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, false, kCuda, true)                             \
@@ -47,8 +48,11 @@ namespace gpufrac::memcap {
   X(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000, false, kCuda, true)           \
   X(cuMemGetMemPool, "cuMemGetMemPool", 13000, false, kCuda, true)                         \
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, false, kCuda, true)        \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, false, kCuda, true)      \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, false, kCuda, true)  \
+  X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, false, kCuda, true)          \
   X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, false, kCuda, true)      \
+  X(cuCtxDestroy, "cuCtxDestroy", 2000, false, kCuda, true)                                \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, false, kCuda, true)                             \
   X(nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo", 0, false, kNvml, true)             \
   X(nvmlDeviceGetMemoryInfo_v2, "nvmlDeviceGetMemoryInfo", 0, false, kNvml, true)          \

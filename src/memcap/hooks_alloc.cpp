@@ -1,7 +1,8 @@
 // Interposed allocations that return a device pointer: cuMemAlloc, cuMemAllocPitch,
 // cuMemAllocManaged, stream-ordered (pool) allocations and their frees; memory pools (to know
 // which device a pool allocates on); and context teardown, which frees a context's allocations
-// without a cuMemFree per pointer.
+// without a cuMemFree per pointer. Every variant a driver hands out is hooked, the older ones
+// too: a CUDA 13 program asks cuGetProcAddress for cuDevicePrimaryCtxRelease/Reset at 7000.
 //
 // Each allocation reserves its bytes in the tenant ledger before the driver is called, and gives
 // them back if the driver fails; each free takes its record out of the table before the driver is
@@ -134,6 +135,41 @@ void forget_context_pointers(uint64_t context, int device) {
   for (int d = 0; d < kMaxDevices; ++d) release_bytes(d, freed[d]);
 }
 
+// cuDevicePrimaryCtxReset/Release in either variant (the same signature and, for the cap, the
+// same meaning; _v2 came with CUDA 11.0).
+using PrimaryContextCall = CUresult (*)(CUdevice);
+
+CUresult reset_primary_context(PrimaryContextCall real, CUdevice device) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult result = real(device);
+  if (result == CUDA_SUCCESS && device_capped(device)) {
+    forget_context_pointers(g_primary_context[device].load(), device);
+  }
+  return result;
+}
+
+CUresult release_primary_context(PrimaryContextCall real, CUdevice device) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult result = real(device);
+  auto get_state = REAL(cuDevicePrimaryCtxGetState);
+  unsigned int flags = 0;
+  int active = 1;
+  if (result == CUDA_SUCCESS && device_capped(device) && get_state != nullptr &&
+      get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0) {
+    forget_context_pointers(g_primary_context[device].load(), device);  // the last release
+  }
+  return result;
+}
+
+CUresult destroy_context(decltype(&cuCtxDestroy_v2) real, CUcontext context) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult result = real(context);
+  if (result == CUDA_SUCCESS && cap_requested() && context != nullptr) {
+    forget_context_pointers(uint64_t(uintptr_t(context)), -1);
+  }
+  return result;
+}
+
 CUresult refuse_32bit(const char* name) {
   static constinit std::atomic<bool> said{false};
   if (!said.exchange(true)) {
@@ -197,6 +233,15 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   if (!cap_requested()) return real(ptr);
   return free_counted(ptr, [&] { return real(ptr); });
+}
+
+// The 32-bit free. Its pointer comes from cuMemAlloc (refused on a capped device) or is a
+// counted one that lies below 4 GiB, released then as cuMemFree_v2 releases it.
+CUresult cuMemFree(CUdeviceptr_v1 ptr) {
+  auto real = REAL(cuMemFree);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(ptr);
+  return free_counted(CUdeviceptr(ptr), [&] { return real(ptr); });
 }
 
 CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytes) {
@@ -309,38 +354,28 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   return result;
 }
 
+CUresult cuDevicePrimaryCtxReset(CUdevice device) {
+  return reset_primary_context(REAL(cuDevicePrimaryCtxReset), device);
+}
+
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice device) {
-  auto real = REAL(cuDevicePrimaryCtxReset_v2);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult result = real(device);
-  if (result == CUDA_SUCCESS && device_capped(device)) {
-    forget_context_pointers(g_primary_context[device].load(), device);
-  }
-  return result;
+  return reset_primary_context(REAL(cuDevicePrimaryCtxReset_v2), device);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  return release_primary_context(REAL(cuDevicePrimaryCtxRelease), device);
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
-  auto real = REAL(cuDevicePrimaryCtxRelease_v2);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult result = real(device);
-  auto get_state = REAL(cuDevicePrimaryCtxGetState);
-  unsigned int flags = 0;
-  int active = 1;
-  if (result == CUDA_SUCCESS && device_capped(device) && get_state != nullptr &&
-      get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0) {
-    forget_context_pointers(g_primary_context[device].load(), device);  // the last release
-  }
-  return result;
+  return release_primary_context(REAL(cuDevicePrimaryCtxRelease_v2), device);
+}
+
+CUresult cuCtxDestroy(CUcontext context) {
+  return destroy_context(REAL(cuCtxDestroy), context);
 }
 
 CUresult cuCtxDestroy_v2(CUcontext context) {
-  auto real = REAL(cuCtxDestroy_v2);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult result = real(context);
-  if (result == CUDA_SUCCESS && cap_requested() && context != nullptr) {
-    forget_context_pointers(uint64_t(uintptr_t(context)), -1);
-  }
-  return result;
+  return destroy_context(REAL(cuCtxDestroy_v2), context);
 }
 
 }  // extern "C"

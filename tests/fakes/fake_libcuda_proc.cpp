@@ -2,7 +2,8 @@
 // stream flags select a versioned variant, as in the real driver (the highest variant introduced
 // at or before the version; per-thread-stream variants with CU_GET_PROC_ADDRESS_PER_THREAD_
 // DEFAULT_STREAM). With FAKE_CUDA_PROC_TABLE=private the pointers handed out are internal
-// trampolines, not the exported symbols.
+// trampolines, not the exported symbols. Also defines the older variants of a few entry points
+// (cuDevicePrimaryCtxRelease, ...), which exist to be handed out for an older version.
 #include <string.h>
 
 #include "fakes/fake_libcuda.h"
@@ -46,10 +47,13 @@ const ProcEntry kTable[] = {
     FAKE_PROC("cuDeviceTotalMem", 2000, false, cuDeviceTotalMem),
     FAKE_PROC("cuDeviceTotalMem", 3020, false, cuDeviceTotalMem_v2),
     FAKE_PROC("cuDevicePrimaryCtxRetain", 7000, false, cuDevicePrimaryCtxRetain),
+    FAKE_PROC("cuDevicePrimaryCtxRelease", 7000, false, cuDevicePrimaryCtxRelease),
     FAKE_PROC("cuDevicePrimaryCtxRelease", 11000, false, cuDevicePrimaryCtxRelease_v2),
+    FAKE_PROC("cuDevicePrimaryCtxReset", 7000, false, cuDevicePrimaryCtxReset),
     FAKE_PROC("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
     FAKE_PROC("cuDevicePrimaryCtxGetState", 7000, false, cuDevicePrimaryCtxGetState),
     FAKE_PROC("cuCtxCreate", 3020, false, cuCtxCreate_v2),
+    FAKE_PROC("cuCtxDestroy", 2000, false, cuCtxDestroy),
     FAKE_PROC("cuCtxDestroy", 4000, false, cuCtxDestroy_v2),
     FAKE_PROC("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
     FAKE_PROC("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
@@ -60,6 +64,7 @@ const ProcEntry kTable[] = {
     FAKE_PROC("cuMemAlloc", 3020, false, cuMemAlloc_v2),
     FAKE_PROC("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
     FAKE_PROC("cuMemAllocManaged", 6000, false, cuMemAllocManaged),
+    FAKE_PROC("cuMemFree", 2000, false, cuMemFree),
     FAKE_PROC("cuMemFree", 3020, false, cuMemFree_v2),
     FAKE_PROC("cuMemGetAddressRange", 3020, false, cuMemGetAddressRange_v2),
     FAKE_PROC("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
@@ -133,6 +138,24 @@ extern "C" {
 
 CUresult cuMemAlloc_v3(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   return cuMemAlloc_v2(dptr, bytes);
+}
+
+// The pre-_v2 variants, handed out for an older CUDA version (a CUDA 13 program on the H200 asked
+// for cuDevicePrimaryCtxRelease/Reset at 7000). The fake gives them the _v2 behaviour.
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  return cuDevicePrimaryCtxRelease_v2(device);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice device) {
+  return cuDevicePrimaryCtxReset_v2(device);
+}
+
+CUresult cuCtxDestroy(CUcontext context) {
+  return cuCtxDestroy_v2(context);
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 ptr) {
+  return cuMemFree_v2(CUdeviceptr(ptr));
 }
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,

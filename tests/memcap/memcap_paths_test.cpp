@@ -1,7 +1,8 @@
 // Every way a program reaches the driver is capped the same: linked symbols, dlopen + dlsym,
 // cuGetProcAddress (with base names, and through a cuGetProcAddress looked up with itself),
-// whether the driver hands out its exported symbols or internal pointers. And the shim's dlsym
-// leaves everyone else's lookups (RTLD_NEXT) as they were.
+// whether the driver hands out its exported symbols or internal pointers, and whichever variant of
+// a function the program asks for. And the shim's dlsym leaves everyone else's lookups
+// (RTLD_NEXT) as they were.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -30,6 +31,29 @@ TEST_P(MemcapPaths, EveryPathIsCappedTheSame) {
                             "map 0 ok", "release 0 ok", "pool 24M oom", "unmap 0 ok", "pool 24M ok",
                             "info free=25165824 total=67108864"}))
       << r.stderr_text;
+}
+
+// A context's teardown frees its memory without a cuMemFree per pointer; the shim forgets those
+// pointers the same through the older variants (cuDevicePrimaryCtxRelease/Reset, which a CUDA 13
+// program asked for at version 7000 on the H200, and cuCtxDestroy) as through the _v2 ones.
+TEST_P(MemcapPaths, ContextTeardownThroughEitherVariantForgetsItsAllocations) {
+  const auto& [api, table] = GetParam();
+  MemcapSandbox sandbox;
+  for (std::string v1 : {"", "-v1"}) {
+    const std::string reset = "reset" + v1, release = "primaryrelease" + v1,
+                      destroy = "ctxdestroy" + v1;
+    ProgramResult r =
+        sandbox.probe({"--api", api,   "init",  "alloc",  "48M", "alloc", "48M", reset,
+                       "alloc", "48M", release, "device", "0",   "alloc", "48M", "ctxcreate",
+                       "alloc", "10M", destroy, "device", "0",   "alloc", "16M", "info"},
+                      "64M", {{"FAKE_CUDA_PROC_TABLE", table}});
+    EXPECT_EQ(r.lines,
+              (Lines{"init ok", "alloc 48M ok", "alloc 48M oom", reset + " ok", "alloc 48M ok",
+                     release + " ok", "device 0 ok", "alloc 48M ok", "ctxcreate ok", "alloc 10M ok",
+                     destroy + " ok", "device 0 ok", "alloc 16M ok", "info free=0 total=67108864"}))
+        << r.stderr_text;
+    EXPECT_EQ(r.stderr_text.find("does not know"), std::string::npos) << r.stderr_text;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ApisAndProcTables, MemcapPaths,
@@ -64,6 +88,26 @@ TEST(MemcapPathsRefuse, UnknownVariantsOfCappedFunctions) {
   r = sandbox.probe({"lookup", "cuMemAlloc", "13000", "dlsym", "cuMemAlloc_v3"}, std::nullopt,
                     newer);
   EXPECT_EQ(r.lines, (Lines{"lookup cuMemAlloc 13000 ok found", "dlsym cuMemAlloc_v3 found"}));
+}
+
+// The older variants of interposed functions that a driver hands out for an older CUDA version
+// are answered with the shim's hooks, not refused as unknown.
+TEST(MemcapPathsOlderVariants, AreHandedOutHookedNotRefused) {
+  MemcapSandbox sandbox;
+  Environment private_table = {{"FAKE_CUDA_PROC_TABLE", "private"}};
+  ProgramResult r = sandbox.probe(
+      {"lookup", "cuDevicePrimaryCtxRelease", "7000", "lookup", "cuDevicePrimaryCtxReset", "7000",
+       "lookup", "cuCtxDestroy", "2000", "lookup", "cuMemFree", "2000"},
+      "0=64M", private_table);
+  EXPECT_EQ(r.lines, (Lines{"lookup cuDevicePrimaryCtxRelease 7000 ok found",
+                            "lookup cuDevicePrimaryCtxReset 7000 ok found",
+                            "lookup cuCtxDestroy 2000 ok found", "lookup cuMemFree 2000 ok found"}))
+      << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("does not know"), std::string::npos) << r.stderr_text;
+  // The 32-bit free works where the 32-bit allocation is allowed: on an uncapped device.
+  r = sandbox.probe({"--api", "procaddress", "device", "1", "alloc32", "1M", "free32", "0"},
+                    "0=64M", private_table);
+  EXPECT_EQ(r.lines, (Lines{"device 1 ok", "alloc32 1M ok", "free32 0 ok"})) << r.stderr_text;
 }
 
 TEST(MemcapPathsRtldNext, OtherLibrariesLookupsAreUnchanged) {

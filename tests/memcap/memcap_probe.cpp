@@ -7,7 +7,9 @@
 //   procaddress-self  the same, through a cuGetProcAddress looked up with cuGetProcAddress
 // (--per-thread adds CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM to the lookups), then runs the
 // steps on its command line and prints one line per step, e.g. "alloc 64M oom". Steps are listed
-// in usage() below. Exit status 0 unless the command line is wrong.
+// in usage() below; those ending in 32 or -v1 use the older variant of their function, which
+// cuGetProcAddress hands out only for an older CUDA version. Exit status 0 unless the command
+// line is wrong.
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,9 +40,10 @@ struct Options {
           "memcap_probe: %s\nusage: memcap_probe [--api direct|dlsym|procaddress|"
           "procaddress-self] [--per-thread] STEP...\nsteps: init | device N | alloc SIZE | "
           "alloc32 SIZE | managed SIZE | pitch WIDTH HEIGHT | free I | async SIZE | pool SIZE | "
-          "devpool SIZE | hostpool SIZE | freeasync I | create SIZE | hostcreate SIZE | map H | "
-          "retain H | unmap H | release H | info | info32 | total N | nvml I | nvml2 I | reset | "
-          "ctxcreate | ctxdestroy | lookup NAME VERSION | dlsym NAME | initialized | hold | "
+          "devpool SIZE | hostpool SIZE | freeasync I | free32 I | create SIZE | hostcreate SIZE | "
+          "map H | retain H | unmap H | release H | info | info32 | total N | nvml I | nvml2 I | "
+          "reset | reset-v1 | primaryrelease | primaryrelease-v1 | ctxcreate | ctxdestroy | "
+          "ctxdestroy-v1 | lookup NAME VERSION | dlsym NAME | initialized | hold | "
           "fork STEP... end | stress THREADS ITERATIONS MAX_MIB SEED\n",
           problem);
   exit(2);
@@ -80,7 +83,7 @@ class Probe {
  private:
   void resolve();
   template <typename F>
-  void find(F& function, F linked, const char* symbol, const char* base);
+  void find(F& function, F linked, const char* symbol, const char* base, int version);
   void* nvml(const char* symbol);
   void line(const char* format, ...) __attribute__((format(printf, 2, 3)));
 
@@ -92,8 +95,13 @@ class Probe {
   MemcapDriver d_ = {};
   decltype(&cuCtxCreate_v2) ctx_create_ = nullptr;
   decltype(&cuCtxDestroy_v2) ctx_destroy_ = nullptr;
+  decltype(&cuCtxDestroy) ctx_destroy_v1_ = nullptr;
   decltype(&cuDevicePrimaryCtxReset_v2) ctx_reset_ = nullptr;
+  decltype(&cuDevicePrimaryCtxReset) ctx_reset_v1_ = nullptr;
+  decltype(&cuDevicePrimaryCtxRelease_v2) primary_release_ = nullptr;
+  decltype(&cuDevicePrimaryCtxRelease) primary_release_v1_ = nullptr;
   decltype(&cuMemAlloc) alloc32_ = nullptr;
+  decltype(&cuMemFree) free32_ = nullptr;
   decltype(&cuMemGetInfo) info32_ = nullptr;
   decltype(&cuMemAllocPitch_v2) pitch_ = nullptr;
   decltype(&cuMemAllocManaged) managed_ = nullptr;
@@ -101,6 +109,7 @@ class Probe {
   decltype(&cuDeviceTotalMem_v2) total_ = nullptr;
   decltype(&cuMemPoolCreate) pool_create_ = nullptr;
   std::vector<CUdeviceptr> pointers_;
+  std::vector<CUdeviceptr_v1> pointers32_;
   std::vector<CUmemGenericAllocationHandle> handles_;
   std::vector<size_t> handle_sizes_;
   std::vector<CUdeviceptr> mapped_at_;
@@ -108,7 +117,7 @@ class Probe {
 };
 
 template <typename F>
-void Probe::find(F& function, F linked, const char* symbol, const char* base) {
+void Probe::find(F& function, F linked, const char* symbol, const char* base, int version) {
   if (options_.api == "direct") {
     function = linked;
   } else if (options_.api == "dlsym") {
@@ -118,7 +127,7 @@ void Probe::find(F& function, F linked, const char* symbol, const char* base) {
     cuuint64_t flags = options_.per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                            : CU_GET_PROC_ADDRESS_DEFAULT;
     CUdriverProcAddressQueryResult status = 0;
-    get_proc_(base, &found, options_.version, flags, &status);
+    get_proc_(base, &found, version, flags, &status);
     function = reinterpret_cast<F>(found);
   }
   if (function == nullptr) {
@@ -141,7 +150,7 @@ void Probe::resolve() {
   } else if (options_.api != "direct" && options_.api != "dlsym") {
     usage("unknown --api");
   }
-#define PROBE_FIND(member, symbol, base) find(member, &::symbol, #symbol, base)
+#define PROBE_FIND(member, symbol, base) find(member, &::symbol, #symbol, base, options_.version)
   PROBE_FIND(d_.init, cuInit, "cuInit");
   PROBE_FIND(d_.retain_primary, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   PROBE_FIND(d_.set_current, cuCtxSetCurrent, "cuCtxSetCurrent");
@@ -159,6 +168,7 @@ void Probe::resolve() {
   PROBE_FIND(ctx_create_, cuCtxCreate_v2, "cuCtxCreate");
   PROBE_FIND(ctx_destroy_, cuCtxDestroy_v2, "cuCtxDestroy");
   PROBE_FIND(ctx_reset_, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset");
+  PROBE_FIND(primary_release_, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease");
   PROBE_FIND(pitch_, cuMemAllocPitch_v2, "cuMemAllocPitch");
   PROBE_FIND(managed_, cuMemAllocManaged, "cuMemAllocManaged");
   PROBE_FIND(retain_, cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle");
@@ -174,12 +184,15 @@ void Probe::resolve() {
     PROBE_FIND(d_.free_async, cuMemFreeAsync, "cuMemFreeAsync");
   }
 #undef PROBE_FIND
-  // The 32-bit variants: only an old CUDA version gets them through cuGetProcAddress.
-  int version = options_.version;
-  options_.version = 3000;
-  find(alloc32_, &::cuMemAlloc, "cuMemAlloc", "cuMemAlloc");
-  find(info32_, &::cuMemGetInfo, "cuMemGetInfo", "cuMemGetInfo");
-  options_.version = version;
+  // The older variants: only an older CUDA version gets them through cuGetProcAddress.
+  find(alloc32_, &::cuMemAlloc, "cuMemAlloc", "cuMemAlloc", 3000);
+  find(free32_, &::cuMemFree, "cuMemFree", "cuMemFree", 3000);
+  find(info32_, &::cuMemGetInfo, "cuMemGetInfo", "cuMemGetInfo", 3000);
+  find(ctx_destroy_v1_, &::cuCtxDestroy, "cuCtxDestroy", "cuCtxDestroy", 3000);
+  find(ctx_reset_v1_, &::cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset",
+       "cuDevicePrimaryCtxReset", 7000);
+  find(primary_release_v1_, &::cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease",
+       "cuDevicePrimaryCtxRelease", 7000);
 }
 
 void* Probe::nvml(const char* symbol) {
@@ -263,8 +276,9 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
     } else if (step == "alloc32") {
       const char* size_text = next(i);
       CUdeviceptr_v1 ptr = 0;
-      line("alloc32 %s %s", size_text,
-           result_name(alloc32_(&ptr, unsigned(parse_size(size_text)))));
+      CUresult result = alloc32_(&ptr, unsigned(parse_size(size_text)));
+      if (result == CUDA_SUCCESS) pointers32_.push_back(ptr);
+      line("alloc32 %s %s", size_text, result_name(result));
     } else if (step == "pitch") {
       const char* width = next(i);
       const char* height = next(i);
@@ -278,6 +292,9 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       CUresult result =
           step == "free" ? d_.free(pointers_[at]) : d_.free_async(pointers_[at], nullptr);
       line("%s %zu %s", step.c_str(), at, result_name(result));
+    } else if (step == "free32") {
+      size_t at = index(i, pointers32_.size());
+      line("free32 %zu %s", at, result_name(free32_(pointers32_[at])));
     } else if (step == "create" || step == "hostcreate") {
       const char* size_text = next(i);
       size_t size = parse_size(size_text);
@@ -365,14 +382,20 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
           line("nvml2 %u error%d", index_value, result);
         }
       }
-    } else if (step == "reset") {
+    } else if (step == "reset" || step == "reset-v1" || step == "primaryrelease" ||
+               step == "primaryrelease-v1") {
       CUdevice device = 0;
       d_.get_device(&device);
-      line("reset %s", result_name(ctx_reset_(device)));
+      auto call = step == "reset"            ? ctx_reset_
+                  : step == "reset-v1"       ? ctx_reset_v1_
+                  : step == "primaryrelease" ? primary_release_
+                                             : primary_release_v1_;
+      line("%s %s", step.c_str(), result_name(call(device)));
     } else if (step == "ctxcreate") {
       line("ctxcreate %s", result_name(ctx_create_(&created_, 0, 0)));
-    } else if (step == "ctxdestroy") {
-      line("ctxdestroy %s", result_name(ctx_destroy_(created_)));
+    } else if (step == "ctxdestroy" || step == "ctxdestroy-v1") {
+      auto destroy = step == "ctxdestroy" ? ctx_destroy_ : ctx_destroy_v1_;
+      line("%s %s", step.c_str(), result_name(destroy(created_)));
     } else if (step == "lookup") {
       const char* name = next(i);
       int version = atoi(next(i));
