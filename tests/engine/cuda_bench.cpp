@@ -6,8 +6,7 @@
 // wall time: what a caller sees), and one long prefill. Every decode and prefill point runs once
 // per kernel variant (--variants: the fast paths against the simple kernels, as ratios in the
 // same run), the GEMV against cuBLASLt per shape, and a per-stage breakdown of eager decode
-// steps (events between the stages). Prints tables last and writes every number to --json. Run by
-// tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// steps (events between the stages). Prints tables last and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -77,8 +76,7 @@ double measure_copy_bandwidth(cudaStream_t stream) {
   std::vector<double> ms;
   for (int i = 0; i < 12; ++i) {
     timer.start(stream);
-    GPUFRAC_CUDA_CHECK(
-        cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
     double t = timer.stop_ms(stream);
     if (i >= 2) ms.push_back(t);
   }
@@ -87,13 +85,13 @@ double measure_copy_bandwidth(cudaStream_t stream) {
 
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
 // graph; returns the median time per call in ms.
-// With `gemv`, the weight-streaming kernel (gemv.h) in that layout instead of cuBLASLt.
+// With `gemv`, the weight-streaming kernel (gemv.h) instead of cuBLASLt.
 double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
                            const bf16* x, void* y, bool y_bf16, int m, int n, int k,
-                           cudaStream_t stream, int repeats, const GemvKernel* gemv = nullptr) {
+                           cudaStream_t stream, int repeats, bool gemv = false) {
   auto run = [&](const bf16* w) {
     if (gemv) {
-      launch_gemv(x, w, y, y_bf16, m, n, k, stream, false, *gemv);
+      launch_gemv(x, w, y, y_bf16, m, n, k, stream);
     } else {
       gemm.run(x, w, y, y_bf16, m, n, k, stream);
     }
@@ -170,9 +168,8 @@ int bench_main(int argc, char** argv) {
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
       .option("json", "FILE", "write every number here", "")
-      .section("Example",
-               "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
-               "--json bench.json");
+      .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
+                          "--json bench.json");
   if (!args.parse(argc, argv)) return 0;
   const std::string model = args.get("model");
   const std::vector<int> batches = parse_int_list(args.get("batches"), "--batches");
@@ -184,8 +181,8 @@ int bench_main(int argc, char** argv) {
     variants.push_back(parse_variant(name));
   }
   if (variants.empty()) throw UsageError("--variants: name at least one variant");
-  const std::vector<int> profile_batches =
-      parse_int_list(args.get("profile-batches"), "--profile-batches");
+  const std::vector<int> profile_batches = parse_int_list(args.get("profile-batches"),
+                                                          "--profile-batches");
   if (!cuda_device_usable()) throw RuntimeFailure("no usable CUDA device (nvidia-smi -L)");
   std::optional<ModelConfig> config = find_preset(model);
   if (!config) throw UsageError("--model must be a preset name, got '" + model + "'");
@@ -228,10 +225,8 @@ int bench_main(int argc, char** argv) {
     int n, k;
     std::vector<const bf16*> weights;
   };
-  std::vector<Shape> shapes = {{"qkv", qkv, hidden, {}},
-                               {"o", hidden, q_width, {}},
-                               {"gate_up", 2 * inter, hidden, {}},
-                               {"down", hidden, inter, {}}};
+  std::vector<Shape> shapes = {{"qkv", qkv, hidden, {}}, {"o", hidden, q_width, {}},
+                               {"gate_up", 2 * inter, hidden, {}}, {"down", hidden, inter, {}}};
   for (const DeviceLayerWeights& l : w.layers) {
     shapes[0].weights.push_back(l.qkv_proj);
     shapes[1].weights.push_back(l.o_proj);
@@ -246,32 +241,22 @@ int bench_main(int argc, char** argv) {
                                              probe_m, 2 * inter, hidden, stream, 5);
   const double gemm_rate = gemm_flops / (gemm_ms * 1e-3);
   out["gemm_rate_flops_per_s"] = gemm_rate;
-  out["gemm_rate_shape"] =
-      std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" + std::to_string(hidden);
+  out["gemm_rate_shape"] = std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" +
+                           std::to_string(hidden);
   Json gemm_rows = Json::array();
   for (const Shape& s : shapes) {
     for (int m : {1, 2, 4, 8, 32, 64, 128, prefill}) {
       if (m > max_m) continue;
       double ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20);
       double bytes = double(s.n) * s.k * 2;
-      Json row = {{"shape", s.name},
-                  {"m", m},
-                  {"n", s.n},
-                  {"k", s.k},
-                  {"cublaslt_ms", ms},
-                  {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
+      Json row = {{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
+                  {"cublaslt_ms", ms}, {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
                   {"floor_ms", bytes / bandwidth * 1e3}};
       if (m <= kGemvMaxTokens) {
-        // gemv_*: the row-blocks layout; gemv_warps_*: row-warps on the SMs the runner uses.
-        const GemvKernel blocks{GemvLayout::kRowBlocks, 0};
-        const GemvKernel warps{GemvLayout::kRowWarps, runner.sm_count()};
-        for (const auto& [key, kernel] :
-             {std::pair{"gemv", &blocks}, std::pair{"gemv_warps", &warps}}) {
-          double gemv_ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k,
-                                               stream, 20, kernel);
-          row[std::string(key) + "_ms"] = gemv_ms;
-          row[std::string(key) + "_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
-        }
+        double gemv_ms =
+            time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20, true);
+        row["gemv_ms"] = gemv_ms;
+        row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
       }
       gemm_rows.push_back(row);
     }
@@ -298,8 +283,8 @@ int bench_main(int argc, char** argv) {
     StepBatch batch;
     const Sequences& seqs = decode_inputs[bi];
     for (int i = 0; i < batches[bi]; ++i) {
-      batch.sequences.push_back(
-          {seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true, {}});
+      batch.sequences.push_back({seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true,
+                                 {}});
     }
     decode_batches.push_back(std::move(batch));
   }
@@ -309,23 +294,19 @@ int bench_main(int argc, char** argv) {
   for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = max_batch * blocks_per_seq + b;
   StepBatch prefill_batch;
   prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
-  const double linear_params =
-      double(c.num_layers) * (double(qkv) * hidden + double(hidden) * q_width +
-                              2.0 * inter * hidden + double(hidden) * inter);
-  const double prefill_flops =
-      2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
-      2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
+  const double linear_params = double(c.num_layers) *
+                               (double(qkv) * hidden + double(hidden) * q_width +
+                                2.0 * inter * hidden + double(hidden) * inter);
+  const double prefill_flops = 2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
+                               2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
 
   Json decode_rows = Json::array();
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     double bytes = double(runner.weights().bytes()) + batches[bi] * kv_bytes_per_position * context;
-    decode_rows.push_back({{"batch", batches[bi]},
-                           {"bucket", runner.bucket_for(batches[bi])},
-                           {"context", context},
-                           {"bytes", bytes},
+    decode_rows.push_back({{"batch", batches[bi]}, {"bucket", runner.bucket_for(batches[bi])},
+                           {"context", context}, {"bytes", bytes},
                            {"floor_ms", bytes / bandwidth * 1e3},
-                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3},
-                           {"variants", Json::object()}});
+                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3}, {"variants", Json::object()}});
   }
   Json prefill_variants = Json::object();
   Json profiles = Json::array();
@@ -392,14 +373,10 @@ int bench_main(int argc, char** argv) {
     if (vi == 0) {
       prefill_stages = runner.profile_forward(prefill_batch);
       Json stage_json = Json::array();
-      for (const auto& [name, ms] : prefill_stages)
-        stage_json.push_back({{"stage", name}, {"ms", ms}});
+      for (const auto& [name, ms] : prefill_stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
       out["prefill_profile"] = {{"tokens", prefill}, {"stages", stage_json}};
-      out["prefill"] = {{"tokens", prefill},
-                        {"gpu_ms", pg.median},
-                        {"wall_ms", pw.median},
-                        {"flops", prefill_flops},
-                        {"floor_ms", prefill_flops / gemm_rate * 1e3},
+      out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
+                        {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
     }
@@ -416,15 +393,14 @@ int bench_main(int argc, char** argv) {
   std::printf("\n%s on %s (%d SMs usable): copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s (%s)\n",
               model.c_str(), props.name, runner.sm_count(), bandwidth / 1e12, gemm_rate / 1e12,
               out["gemm_rate_shape"].get<std::string>().c_str());
-  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s\n", "shape", "m", "cublaslt_ms", "blocks_ms",
-              "warps_ms", "floor_ms");
+  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s\n", "shape", "m", "cublaslt_ms", "gemv_ms",
+              "gemv/cublas", "floor_ms");
   for (const Json& r : gemm_rows) {
     double cublas = r["cublaslt_ms"].get<double>();
     if (r.contains("gemv_ms")) {
-      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.4f %-10.4f\n",
-                  r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas,
-                  r["gemv_ms"].get<double>(), r["gemv_warps_ms"].get<double>(),
-                  r["floor_ms"].get<double>());
+      double gemv = r["gemv_ms"].get<double>();
+      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.2f %-10.4f\n", r["shape"].get<std::string>().c_str(),
+                  r["m"].get<int>(), cublas, gemv, gemv / cublas, r["floor_ms"].get<double>());
     } else {
       std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10.4f\n", r["shape"].get<std::string>().c_str(),
                   r["m"].get<int>(), cublas, "-", "-", r["floor_ms"].get<double>());
@@ -450,8 +426,7 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("%-6s %-10s %-8s", "batch", "floor_ms", "floor%");
   for (const Variant& v : variants) std::printf(" %-16s", (v.name + "_ms").c_str());
-  for (size_t vi = 1; vi < variants.size(); ++vi)
-    std::printf(" %-10s", ("x" + variants[vi].name).substr(0, 10).c_str());
+  for (size_t vi = 1; vi < variants.size(); ++vi) std::printf(" %-10s", ("x" + variants[vi].name).substr(0, 10).c_str());
   std::printf("\n");
   for (const Json& r : decode_rows) {
     double gpu = r["graph_gpu_ms"].get<double>(), floor = r["floor_ms"].get<double>();
@@ -466,8 +441,7 @@ int bench_main(int argc, char** argv) {
   }
   const Json& pf = out["prefill"];
   std::printf("prefill %d tokens: %.2f ms GPU, %.2f ms wall; FLOP floor %.2f ms (%.0f%%)", prefill,
-              pf["gpu_ms"].get<double>(), pf["wall_ms"].get<double>(),
-              prefill_flops / gemm_rate * 1e3,
+              pf["gpu_ms"].get<double>(), pf["wall_ms"].get<double>(), prefill_flops / gemm_rate * 1e3,
               100.0 * prefill_flops / gemm_rate * 1e3 / pf["gpu_ms"].get<double>());
   for (size_t vi = 1; vi < variants.size(); ++vi) {
     std::printf("; %s %.2f ms", variants[vi].name.c_str(),

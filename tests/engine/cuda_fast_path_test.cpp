@@ -1,8 +1,7 @@
 // GPU tests (label gpu) of the CUDA runner's fast kernels against the simple ones they replace,
 // on fresh random inputs with every output poisoned first (NaN bytes), so an unwritten or
 // mis-indexed element fails:
-// - the weight-streaming GEMV (gemv.h) in both layouts (row-warps also with grids for 1 and 3
-//   SMs, so warps take several outputs) against cuBLASLt, every token count 1..8, bf16 and fp32
+// - the weight-streaming GEMV (gemv.h) against cuBLASLt, every token count 1..8, bf16 and fp32
 //   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise; a
 //   chain of GEMVs launched overlapped (kernel_launch.cuh) against the same chain launched plainly;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
@@ -19,7 +18,6 @@
 #include <cstring>
 #include <numeric>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "engine/cuda/attention.h"
@@ -48,8 +46,7 @@ DeviceBuffer upload(const void* data, size_t bytes) {
 template <typename T>
 std::vector<T> download(const DeviceBuffer& buffer, size_t count) {
   std::vector<T> out(count);
-  GPUFRAC_CUDA_CHECK(
-      cudaMemcpy(out.data(), buffer.data(), count * sizeof(T), cudaMemcpyDeviceToHost));
+  GPUFRAC_CUDA_CHECK(cudaMemcpy(out.data(), buffer.data(), count * sizeof(T), cudaMemcpyDeviceToHost));
   return out;
 }
 
@@ -72,61 +69,44 @@ std::vector<float> bf16_to_floats(const std::vector<uint16_t>& bits) {
 
 // --- GEMV ---------------------------------------------------------------------------------
 
-const GemvKernel kGemvKernels[] = {{GemvLayout::kRowBlocks, 0},
-                                   {GemvLayout::kRowWarps, 0},
-                                   {GemvLayout::kRowWarps, 3},
-                                   {GemvLayout::kRowWarps, 1}};
-
-std::string describe(const GemvKernel& kernel) {
-  return kernel.layout == GemvLayout::kRowBlocks
-             ? "row-blocks"
-             : "row-warps on " + std::to_string(kernel.sm_count) + " SMs (0: all)";
-}
-
 void check_gemv(int n, int k, uint32_t seed) {
   std::mt19937 rng(seed);
   CublasLtGemm gemm;
   std::vector<uint16_t> w = random_bf16(size_t(n) * k, rng, 0.05f);
   std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
   DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
-  DeviceBuffer y_ref(size_t(kGemvMaxTokens) * n * 4, "reference"),
-      y(size_t(kGemvMaxTokens) * n * 4, "gemv");
-  for (const GemvKernel& kernel : kGemvKernels) {
-    for (int m = 1; m <= kGemvMaxTokens; ++m) {
-      for (bool y_bf16 : {false, true}) {
-        const size_t count = size_t(m) * n;
-        GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, size_t(kGemvMaxTokens) * n * 4));  // NaN
-        gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), y_bf16, m, n, k, nullptr);
-        launch_gemv(dx.as<bf16>(), dw.as<bf16>(), y.data(), y_bf16, m, n, k, nullptr, false,
-                    kernel);
-        GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
-        std::vector<float> got, want;
-        if (y_bf16) {
-          got = bf16_to_floats(download<uint16_t>(y, count));
-          want = bf16_to_floats(download<uint16_t>(y_ref, count));
-        } else {
-          got = download<float>(y, count);
-          want = download<float>(y_ref, count);
-        }
-        double error = relative_error(got, want);
-        EXPECT_LT(error, y_bf16 ? 1e-2 : 1e-4)
-            << "gemv " << describe(kernel) << " m=" << m << " n=" << n << " k=" << k
-            << (y_bf16 ? " bf16" : " fp32");
-        // The element after the output must stay untouched (poisoned) in the fp32 case.
-        if (!y_bf16 && m < kGemvMaxTokens) {
-          std::vector<float> after = download<float>(y, count + 1);
-          EXPECT_TRUE(std::isnan(after[count]))
-              << "gemv " << describe(kernel) << " wrote past its output, m=" << m;
-        }
+  DeviceBuffer y_ref(size_t(kGemvMaxTokens) * n * 4, "reference"), y(size_t(kGemvMaxTokens) * n * 4, "gemv");
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+    for (bool y_bf16 : {false, true}) {
+      const size_t count = size_t(m) * n;
+      GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, size_t(kGemvMaxTokens) * n * 4));  // NaN
+      gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), y_bf16, m, n, k, nullptr);
+      launch_gemv(dx.as<bf16>(), dw.as<bf16>(), y.data(), y_bf16, m, n, k, nullptr);
+      GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<float> got, want;
+      if (y_bf16) {
+        got = bf16_to_floats(download<uint16_t>(y, count));
+        want = bf16_to_floats(download<uint16_t>(y_ref, count));
+      } else {
+        got = download<float>(y, count);
+        want = download<float>(y_ref, count);
+      }
+      double error = relative_error(got, want);
+      EXPECT_LT(error, y_bf16 ? 1e-2 : 1e-4)
+          << "gemv m=" << m << " n=" << n << " k=" << k << (y_bf16 ? " bf16" : " fp32");
+      // The element after the output must stay untouched (poisoned) in the fp32 case.
+      if (!y_bf16 && m < kGemvMaxTokens) {
+        std::vector<float> after = download<float>(y, count + 1);
+        EXPECT_TRUE(std::isnan(after[count])) << "gemv wrote past its output, m=" << m;
       }
     }
   }
 }
 
 TEST(CudaFastPathGemv, MatchesCublasOnQwen3Shapes) {
-  check_gemv(6144, 2560, 1);  // qkv
-  check_gemv(2560, 4096, 2);  // o
-  check_gemv(2560, 9728, 3);  // down
+  check_gemv(6144, 2560, 1);   // qkv
+  check_gemv(2560, 4096, 2);   // o
+  check_gemv(2560, 9728, 3);   // down
 }
 
 TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
@@ -145,29 +125,25 @@ void check_gemv_silu_mul(int n, int k, uint32_t seed) {
   DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
   DeviceBuffer gate_up(size_t(kGemvMaxTokens) * 2 * n * 4, "reference");
   DeviceBuffer y(size_t(kGemvMaxTokens) * n * 2 + 16, "gemv");
-  for (const GemvKernel& kernel : kGemvKernels) {
-    for (int m = 1; m <= kGemvMaxTokens; ++m) {
-      const size_t count = size_t(m) * n;
-      GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
-      gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
-      launch_gemv_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr, false,
-                           kernel);
-      GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
-      std::vector<float> want(count);
-      for (int t = 0; t < m; ++t) {
-        for (int i = 0; i < n; ++i) {
-          float gate = products[size_t(t) * 2 * n + i], up = products[size_t(t) * 2 * n + n + i];
-          want[size_t(t) * n + i] = gate / (1.0f + std::exp(-gate)) * up;
-        }
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+    const size_t count = size_t(m) * n;
+    GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
+    gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
+    launch_gemv_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr);
+    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
+    std::vector<float> want(count);
+    for (int t = 0; t < m; ++t) {
+      for (int i = 0; i < n; ++i) {
+        float gate = products[size_t(t) * 2 * n + i], up = products[size_t(t) * 2 * n + n + i];
+        want[size_t(t) * n + i] = gate / (1.0f + std::exp(-gate)) * up;
       }
-      std::vector<uint16_t> raw = download<uint16_t>(y, count + 1);
-      EXPECT_TRUE(std::isnan(bf16_to_float(raw[count])))
-          << describe(kernel) << " wrote past its output, m=" << m;
-      raw.resize(count);
-      EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
-          << "gemv silu*mul " << describe(kernel) << " m=" << m << " n=" << n << " k=" << k;
     }
+    std::vector<uint16_t> raw = download<uint16_t>(y, count + 1);
+    EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
+    raw.resize(count);
+    EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
+        << "gemv silu*mul m=" << m << " n=" << n << " k=" << k;
   }
 }
 
@@ -195,28 +171,23 @@ TEST(CudaFastPathGemv, OverlappedChainEqualsPlainChain) {
                          DeviceBuffer(size_t(kGemvMaxTokens) * kDim * 2, "chain")};
   cudaStream_t stream = nullptr;
   GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  auto run = [&](int m, bool overlap, const GemvKernel& kernel) {
-    for (DeviceBuffer& b : act)
-      GPUFRAC_CUDA_CHECK(cudaMemsetAsync(b.data(), 0xff, b.bytes(), stream));
+  auto run = [&](int m, bool overlap) {
+    for (DeviceBuffer& b : act) GPUFRAC_CUDA_CHECK(cudaMemsetAsync(b.data(), 0xff, b.bytes(), stream));
     const bf16* x = input.as<bf16>();
     for (int i = 0; i < kLinks; ++i) {
       bf16* y = act[i % 2].as<bf16>();
-      launch_gemv(x, weights[size_t(i)].as<bf16>(), y, true, m, kDim, kDim, stream, overlap,
-                  kernel);
+      launch_gemv(x, weights[size_t(i)].as<bf16>(), y, true, m, kDim, kDim, stream, overlap);
       x = y;
     }
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
     return download<uint16_t>(act[(kLinks - 1) % 2], size_t(m) * kDim);
   };
-  for (const GemvKernel& kernel : kGemvKernels) {
-    for (int m : {1, 2, 4}) {
-      std::vector<uint16_t> plain = run(m, false, kernel), overlapped = run(m, true, kernel);
-      EXPECT_EQ(plain, overlapped) << describe(kernel) << " m=" << m;
-      std::vector<float> values = bf16_to_floats(plain);
-      EXPECT_TRUE(
-          std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
-          << describe(kernel) << " m=" << m;
-    }
+  for (int m : {1, 2, 4}) {
+    std::vector<uint16_t> plain = run(m, false), overlapped = run(m, true);
+    EXPECT_EQ(plain, overlapped) << "m=" << m;
+    std::vector<float> values = bf16_to_floats(plain);
+    EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
+        << "m=" << m;
   }
   cudaStreamDestroy(stream);
 }

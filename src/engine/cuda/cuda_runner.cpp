@@ -28,12 +28,8 @@ namespace {
 constexpr uint64_t kReserveBytes = 256ull << 20;
 constexpr int kBucketCandidates[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
 
-GemmOutput fp32_output(const DeviceBuffer& buffer) {
-  return {buffer.data(), false, 1, 0};
-}
-GemmOutput bf16_output(const DeviceBuffer& buffer) {
-  return {buffer.data(), true, 1, 0};
-}
+GemmOutput fp32_output(const DeviceBuffer& buffer) { return {buffer.data(), false, 1, 0}; }
+GemmOutput bf16_output(const DeviceBuffer& buffer) { return {buffer.data(), true, 1, 0}; }
 
 void check_supported(const ModelConfig& c) {
   if (!head_dim_supported(c.head_dim)) {
@@ -41,14 +37,12 @@ void check_supported(const ModelConfig& c) {
                      " is not supported by the CUDA runner (32, 64, 128 or 256)");
   }
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
-    throw UsageError("model " + c.name +
-                     ": num_attention_heads must be a multiple of "
+    throw UsageError("model " + c.name + ": num_attention_heads must be a multiple of "
                      "num_key_value_heads");
   }
   for (int size : {c.hidden_size, c.q_width(), c.intermediate_size}) {
     if (size % 8 != 0) {
-      throw UsageError("model " + c.name +
-                       ": the CUDA runner needs hidden, q and intermediate "
+      throw UsageError("model " + c.name + ": the CUDA runner needs hidden, q and intermediate "
                        "sizes that are multiples of 8");
     }
   }
@@ -81,12 +75,12 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   if (options_.max_model_len <= 0) options_.max_model_len = c.max_position_embeddings;
   if (options_.max_model_len <= 0 || options_.max_tokens_per_step <= 0 ||
       options_.max_seqs_per_step <= 0) {
-    throw UsageError(
-        "CUDA runner: max_model_len, max_tokens_per_step and max_seqs_per_step must "
-        "be positive");
+    throw UsageError("CUDA runner: max_model_len, max_tokens_per_step and max_seqs_per_step must "
+                     "be positive");
   }
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device_));
-  GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  GPUFRAC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   cudaDeviceProp props{};
   GPUFRAC_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
   compute_major_ = props.major;
@@ -100,16 +94,16 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   const int64_t hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int64_t qkv = q_width + 2 * int64_t(c.kv_width());
   residual_ = DeviceBuffer(uint64_t(tokens * hidden * 4), "the residual stream");
-  activations_ =
-      DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2), "activations");
+  activations_ = DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2),
+                              "activations");
   queries_ = DeviceBuffer(uint64_t(tokens * q_width * 2), "attention queries");
   // The fused gate|up GEMV of a decode step writes its bf16 output past the down projection's
   // fp32 output (silu_offset_bytes_), which the down GEMV then reads.
   silu_offset_bytes_ = uint64_t((kGemvMaxTokens * hidden * 4 + 255) / 256 * 256);
-  gemm_out_ =
-      DeviceBuffer(uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
-                                      int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
-                   "GEMM outputs");
+  gemm_out_ = DeviceBuffer(
+      uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
+                         int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
+      "GEMM outputs");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
   attention_partials_ = DeviceBuffer(
       uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
@@ -152,9 +146,7 @@ CudaRunner::~CudaRunner() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-std::string CudaRunner::device_name() const {
-  return device_label_;
-}
+std::string CudaRunner::device_name() const { return device_label_; }
 
 uint64_t CudaRunner::available_memory_bytes() const {
   DeviceMemoryInfo info = device_memory_info();
@@ -241,20 +233,14 @@ void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-CudaRunner::LinearKernel CudaRunner::linear_kernel(int tokens, int n, int k,
-                                                   bool fused_silu) const {
-  if (tokens > options_.kernels.gemv_max_tokens) return LinearKernel::kCublas;
-  auto found = linear_kernels_.find({tokens, n, k, fused_silu});
-  return found == linear_kernels_.end() ? LinearKernel::kGemvRowBlocks : found->second;
-}
-
-GemvKernel CudaRunner::gemv_kernel(LinearKernel kernel) const {
-  return {kernel == LinearKernel::kGemvRowWarps ? GemvLayout::kRowWarps : GemvLayout::kRowBlocks,
-          sm_count_};
+bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
+  if (tokens > options_.kernels.gemv_max_tokens) return false;
+  auto found = gemv_wins_.find({tokens, n, k, fused_silu});
+  return found == gemv_wins_.end() || found->second;
 }
 
 void CudaRunner::time_linear_kernels() {
-  linear_kernels_.clear();
+  gemv_wins_.clear();
   if (options_.kernels.gemv_max_tokens == 0) return;
   const ModelConfig& c = weights_.config();
   const DeviceLayerWeights& w = weights_.layers[0];
@@ -284,16 +270,6 @@ void CudaRunner::time_linear_kernels() {
     }
     return best;
   };
-  // The fastest of cuBLASLt (`cublas`) and both GEMV layouts (`gemv(layout)`).
-  auto fastest = [&](const auto& cublas, const auto& gemv) {
-    LinearKernel best = LinearKernel::kCublas;
-    float best_ms = time_ms(cublas);
-    for (LinearKernel kernel : {LinearKernel::kGemvRowBlocks, LinearKernel::kGemvRowWarps}) {
-      float ms = time_ms([&] { gemv(gemv_kernel(kernel)); });
-      if (ms <= best_ms) best = kernel, best_ms = ms;
-    }
-    return best;
-  };
   struct Shape {
     const bf16* weight;
     int n, k;
@@ -304,44 +280,42 @@ void CudaRunner::time_linear_kernels() {
                           {weights_.lm_head, c.vocab_size, hidden}};
   for (int m = 1; m <= most_tokens; ++m) {
     for (const Shape& s : shapes) {
-      linear_kernels_[{m, s.n, s.k, false}] =
-          fastest([&] { gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_); },
-                  [&](const GemvKernel& kernel) {
-                    launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_,
-                                overlap_, kernel);
-                  });
+      float gemv = time_ms([&] {
+        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_, overlap_);
+      });
+      float cublas = time_ms([&] {
+        gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
+      });
+      gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
     }
-    linear_kernels_[{m, inter, hidden, true}] = fastest(
-        [&] {
-          gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
-          launch_silu_mul(bf16_output(gemm_out_), m, inter, x, stream_);
-        },
-        [&](const GemvKernel& kernel) {
-          launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_, overlap_,
-                               kernel);
-        });
+    float fused = time_ms([&] {
+      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
+    });
+    float separate = time_ms([&] {
+      gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
+      launch_silu_mul(bf16_output(gemm_out_), m, inter, x, stream_);
+    });
+    gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::string summary;
-  for (const auto& [key, kernel] : linear_kernels_) {
-    const char* name = kernel == LinearKernel::kCublas         ? "cuBLASLt"
-                       : kernel == LinearKernel::kGemvRowWarps ? "row-warps"
-                                                               : "row-blocks";
-    summary += " m=" + std::to_string(std::get<0>(key)) + " " + std::to_string(std::get<1>(key)) +
-               "x" + std::to_string(std::get<2>(key)) + (std::get<3>(key) ? "+silu" : "") + ": " +
-               name + ";";
+  for (const auto& [key, wins] : gemv_wins_) {
+    if (!wins) {
+      summary += " m=" + std::to_string(std::get<0>(key)) + " " + std::to_string(std::get<1>(key)) +
+                 "x" + std::to_string(std::get<2>(key)) + (std::get<3>(key) ? "+silu" : "");
+    }
   }
-  log_info("cuda runner: linear kernels timed (GEMV layouts against cuBLASLt):", summary);
+  log_info("cuda runner: GEMV timed against cuBLASLt; cuBLASLt kept for:",
+           summary.empty() ? " none" : summary);
 }
 
 void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
                         int k) {
-  LinearKernel kernel = linear_kernel(tokens, n, k, false);
-  if (kernel == LinearKernel::kCublas) {
-    gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
+  if (prefers_gemv(tokens, n, k, false)) {
+    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_, overlap_);
   } else {
-    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_, overlap_, gemv_kernel(kernel));
+    gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
   }
 }
 
@@ -400,8 +374,8 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const float eps = float(c.rms_norm_eps);
   auto* x = residual_.as<float>();
   auto* act = activations_.as<bf16>();
-  const uint64_t layer_kv_elements = uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) *
-                                     uint64_t(block_size_) * uint64_t(c.head_dim);
+  const uint64_t layer_kv_elements =
+      uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) * uint64_t(block_size_) * uint64_t(c.head_dim);
 
   mark("");
   launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
@@ -471,11 +445,9 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
                        eps, act, stream_, overlap_);
     mark("add + rmsnorm");
-    if (LinearKernel gate_up = linear_kernel(tokens, inter, hidden, true);
-        gate_up != LinearKernel::kCublas) {
+    if (prefers_gemv(tokens, inter, hidden, true)) {
       bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_,
-                           gemv_kernel(gate_up));
+      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_);
       mark("gate|up linear + silu * mul");
       linear(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
     } else {
@@ -497,8 +469,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
                      weights_.final_norm, eps, final_hidden, stream_, overlap_);
   mark("add + rmsnorm");
-  linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,
-         hidden);
+  linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size, hidden);
   mark("lm_head");
   launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
                  stream_, options_.kernels.split_sampler ? sampler_scratch_.data() : nullptr);
@@ -608,15 +579,14 @@ bool cuda_device_usable() {
 
 std::unique_ptr<ModelRunner> make_cuda_runner(const RunnerOptions& options) {
   if (!cuda_device_usable()) {
-    throw UsageError(
-        "--device cuda: no usable CUDA device (check nvidia-smi and "
-        "CUDA_VISIBLE_DEVICES), or use --device cpu");
+    throw UsageError("--device cuda: no usable CUDA device (check nvidia-smi and "
+                     "CUDA_VISIBLE_DEVICES), or use --device cpu");
   }
   std::optional<ModelConfig> preset = find_preset(options.model);
-  DeviceWeights weights =
-      preset
-          ? DeviceWeights::generate(*preset, options.seed)
-          : DeviceWeights::upload(load_model_weights(options.model, options.seed, options.threads));
+  DeviceWeights weights = preset ? DeviceWeights::generate(*preset, options.seed)
+                                 : DeviceWeights::upload(load_model_weights(options.model,
+                                                                            options.seed,
+                                                                            options.threads));
   CudaRunnerOptions runner_options;
   if (options.max_num_batched_tokens > 0) {
     runner_options.max_tokens_per_step = options.max_num_batched_tokens;

@@ -39,7 +39,6 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
-#include "engine/cuda/gemv.h"
 #include "engine/cuda/step_inputs.h"
 #include "engine/runner.h"
 
@@ -123,17 +122,14 @@ class CudaRunner final : public ModelRunner {
     int seqs = 0;
     int max_queries = 1;  // most tokens of one sequence
   };
-  // The kernel of a linear layer: cuBLASLt, or the GEMV (gemv.h) in one of its layouts.
-  enum class LinearKernel { kCublas, kGemvRowBlocks, kGemvRowWarps };
-  // y = x W^T for `tokens` rows with linear_kernel()'s choice.
+  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
+  // won the start-up timing (prefers_gemv), else cuBLASLt.
   void linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n, int k);
-  // The fastest kernel of the start-up timing for `tokens` rows of the (n, k) linear layer
-  // (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul); cuBLASLt above
-  // kernels().gemv_max_tokens; the row-blocks GEMV for shapes never timed.
-  LinearKernel linear_kernel(int tokens, int n, int k, bool fused_silu) const;
-  GemvKernel gemv_kernel(LinearKernel kernel) const;
-  // Times both GEMV layouts against cuBLASLt once for every linear shape of the model and every
-  // token count up to kernels().gemv_max_tokens, on layer 0's weights; fills linear_kernels_.
+  // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
+  // used for `tokens` rows of the (n, k) linear layer; true for shapes never timed.
+  bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
+  // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
+  // count up to kernels().gemv_max_tokens, on layer 0's weights; fills gemv_wins_.
   void time_linear_kernels();
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
@@ -153,8 +149,7 @@ class CudaRunner final : public ModelRunner {
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
-  // (tokens, n, k, fused_silu) -> the kernel time_linear_kernels() found fastest
-  std::map<std::tuple<int, int, int, bool>, LinearKernel> linear_kernels_;
+  std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
   // Activations, sized for options_ at construction.
   DeviceBuffer residual_;       // fp32 [tokens][hidden]

@@ -1,8 +1,7 @@
-#include <algorithm>
+#include "engine/cuda/gemv.h"
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/gemv.h"
 #include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
@@ -42,8 +41,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // in flight; warps are summed through shared memory. The first batch of weight loads is issued
 // before waiting for the previous kernel (kernel_launch.cuh), which wrote x.
 template <int kM, bool kSilu>
-__global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k) {
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf16* w, void* y,
+                                                        bool y_bf16, int n, int k) {
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
   __shared__ float partial[kThreads / 32][kRows][kM];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -128,130 +127,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The row-warps layout: one warp per output at a time, `per_warp` consecutive outputs per warp,
-// a grid no larger than the GPU holds at once (so no second wave) in which every warp has the
-// same number of outputs. Lane l dots chunks l, l + 32, ... of the output's weight row(s) (kBatch
-// chunks per row in flight) with the same chunks of every x row; the warp sums with shuffles, no
-// shared memory. The next output's first weights are loaded before this one is reduced, and the
-// first output's before waiting for the previous kernel (kernel_launch.cuh), which wrote x.
-constexpr int kWarpsPerBlock = 4;
-
-template <int kM, bool kSilu, int kBatch>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    gemv_warps_kernel(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-                      int per_warp) {
-  constexpr int kRowsPerOutput = kSilu ? 2 : 1;
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int chunks = k / 8;
-  const uint4* x_rows = reinterpret_cast<const uint4*>(x);
-  int f = warp * per_warp;
-  const int f_end = min(n, f + per_warp);
-  uint4 wv[kRowsPerOutput][kBatch];
-  auto load_weights = [&](int output, int c0) {
-#pragma unroll
-    for (int r = 0; r < kRowsPerOutput; ++r) {
-      const uint4* row = reinterpret_cast<const uint4*>(w + (int64_t(output) + r * n) * k);
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int c = c0 + lane + u * 32;
-        wv[r][u] = c < chunks ? load_streaming(row + c) : make_uint4(0, 0, 0, 0);
-      }
-    }
-  };
-  if (f < f_end) load_weights(f, 0);  // weights only: legal before the previous kernel finished
-  wait_for_previous_grid();
-  allow_next_grid_launch();
-  for (; f < f_end; ++f) {
-    float acc[kRowsPerOutput][kM];
-#pragma unroll
-    for (int r = 0; r < kRowsPerOutput; ++r) {
-#pragma unroll
-      for (int m = 0; m < kM; ++m) acc[r][m] = 0.0f;
-    }
-    for (int c0 = 0; c0 < chunks; c0 += 32 * kBatch) {
-      if (c0 > 0) load_weights(f, c0);
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int c = c0 + lane + u * 32;
-        if (c < chunks) {
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            const uint4 xv = __ldg(x_rows + int64_t(m) * chunks + c);
-#pragma unroll
-            for (int r = 0; r < kRowsPerOutput; ++r) acc[r][m] += dot8(wv[r][u], xv);
-          }
-        }
-      }
-    }
-    if (f + 1 < f_end) load_weights(f + 1, 0);
-#pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      const int64_t at = int64_t(m) * n + f;
-      if constexpr (kSilu) {
-        const float gate = warp_sum(acc[0][m]), up = warp_sum(acc[1][m]);
-        if (lane == m)
-          static_cast<bf16*>(y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
-      } else {
-        const float v = warp_sum(acc[0][m]);
-        if (lane == m) {
-          if (y_bf16) {
-            static_cast<bf16*>(y)[at] = __float2bfloat16_rn(v);
-          } else {
-            static_cast<float*>(y)[at] = v;
-          }
-        }
-      }
-    }
-  }
-}
-
-// Outputs per warp and blocks for the row-warps layout: as few outputs per warp as the resident
-// warps allow, then as few warps as that count needs (so every warp but the last has the same).
-template <int kM, bool kSilu, int kBatch>
-void launch_warps_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-                    cudaStream_t stream, bool overlap, int sm_count) {
-  auto kernel = gemv_warps_kernel<kM, kSilu, kBatch>;
-  static const int blocks_per_sm = [&] {
-    int blocks = 0;
-    GPUFRAC_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarpsPerBlock * 32, 0));
-    return std::max(blocks, 1);
-  }();
-  const int64_t resident_warps = int64_t(sm_count) * blocks_per_sm * kWarpsPerBlock;
-  const int per_warp = int((n + resident_warps - 1) / resident_warps);
-  const int warps = (n + per_warp - 1) / per_warp;
-  launch_kernel(kernel, dim3((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                dim3(kWarpsPerBlock * 32), 0, stream, overlap, x, w, y, y_bf16, n, k, per_warp);
-}
-
 template <int kM, bool kSilu>
-void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k, cudaStream_t stream,
-              bool overlap) {
+void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
+              cudaStream_t stream, bool overlap) {
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
   launch_kernel(gemv_kernel<kM, kSilu>, dim3((n + kOutputs - 1) / kOutputs), dim3(kThreads), 0,
                 stream, overlap, x, w, y, y_bf16, n, k);
 }
 
-template <int kM, bool kSilu>
-void launch_layout(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-                   cudaStream_t stream, bool overlap, const GemvKernel& kernel) {
-  if (kernel.layout == GemvLayout::kRowWarps) {
-    int sm_count = kernel.sm_count;
-    if (sm_count <= 0) {
-      int device = 0;
-      GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
-      GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    }
-    launch_warps_m<kM, kSilu, kSilu ? 8 : 16>(x, w, y, y_bf16, n, k, stream, overlap, sm_count);
-  } else {
-    launch_m<kM, kSilu>(x, w, y, y_bf16, n, k, stream, overlap);
-  }
-}
-
 template <bool kSilu>
 void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n,
-            int k, cudaStream_t stream, bool overlap, const GemvKernel& kernel) {
+            int k, cudaStream_t stream, bool overlap) {
   if (m == 0 || n == 0) return;
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (m < 0 || m > kGemvMaxTokens || k % 8 != 0 || misaligned(x) || misaligned(w) ||
@@ -260,30 +146,14 @@ void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16
                        "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
   }
   switch (m) {
-    case 1:
-      launch_layout<1, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 2:
-      launch_layout<2, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 3:
-      launch_layout<3, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 4:
-      launch_layout<4, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 5:
-      launch_layout<5, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 6:
-      launch_layout<6, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    case 7:
-      launch_layout<7, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
-    default:
-      launch_layout<8, kSilu>(x, w, y, y_bf16, n, k, stream, overlap, kernel);
-      break;
+    case 1: launch_m<1, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 2: launch_m<2, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 3: launch_m<3, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 4: launch_m<4, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 5: launch_m<5, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 6: launch_m<6, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 7: launch_m<7, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    default: launch_m<8, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
   }
   GPUFRAC_LAUNCH_CHECK();
 }
@@ -291,13 +161,13 @@ void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16
 }  // namespace
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                 cudaStream_t stream, bool overlap, const GemvKernel& kernel) {
-  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream, overlap, kernel);
+                 cudaStream_t stream, bool overlap) {
+  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream, overlap);
 }
 
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          cudaStream_t stream, bool overlap, const GemvKernel& kernel) {
-  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream, overlap, kernel);
+                          cudaStream_t stream, bool overlap) {
+  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream, overlap);
 }
 
 }  // namespace gpufrac::engine

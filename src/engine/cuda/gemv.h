@@ -1,13 +1,11 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32. The weights cross the memory bus exactly once per step, in 16-byte loads not kept in L1,
-// dotted with the same chunks of all m rows of x (read through L1). cuBLASLt (gemm.h) reaches
-// ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to the copy bandwidth.
-// Two layouts of the same arithmetic (the runner times both against cuBLASLt per shape):
-// - kRowBlocks: one block of 128 threads per 4 weight rows, its warps summed in shared memory;
-//   many short blocks, so the last wave can leave SMs idle (n / 4 blocks against ~4 per SM);
-// - kRowWarps: one warp per output at a time, the same number of outputs for every warp, a grid
-//   no larger than the `sm_count` SMs hold at once (0: the device's count), summed by shuffles.
+// fp32. One block of 128 threads per 4 weight rows: every thread streams a share of the 4 rows'
+// 16-byte chunks (16 loads in flight per thread, not kept in L1) and dots them with the same
+// chunks of all m rows of x (read once through the L1 cache for the 4 rows); the warps are summed
+// in shared memory. The weights cross the memory bus exactly once per step. cuBLASLt (gemm.h)
+// reaches ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to the copy
+// bandwidth.
 //
 // Requirements (checked): k a multiple of 8; x, W and y 16-byte aligned. Asynchronous on
 // `stream`, legal inside CUDA graph capture. With `overlap` the kernel is launched to overlap
@@ -23,21 +21,13 @@ namespace gpufrac::engine {
 
 constexpr int kGemvMaxTokens = 8;
 
-enum class GemvLayout { kRowBlocks, kRowWarps };
-
-struct GemvKernel {
-  GemvLayout layout = GemvLayout::kRowBlocks;
-  int sm_count = 0;  // kRowWarps: the SMs its grid fills (under MPS, the usable ones); 0: all
-};
-
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                 cudaStream_t stream, bool overlap = false, const GemvKernel& kernel = {});
+                 cudaStream_t stream, bool overlap = false);
 
 // The gate|up projection with SiLU * mul fused: w_gate_up is [2n][k] (gate rows, then up rows);
 // y[m][n] (bf16) = silu(x W_gate^T) * (x W_up^T), both products kept in fp32 until the result.
 // Same requirements as launch_gemv.
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          cudaStream_t stream, bool overlap = false,
-                          const GemvKernel& kernel = {});
+                          cudaStream_t stream, bool overlap = false);
 
 }  // namespace gpufrac::engine
