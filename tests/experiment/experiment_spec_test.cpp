@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "common/error.h"
 
 namespace gpufrac {
@@ -14,6 +19,23 @@ std::string error_of(const std::string& yaml) {
     return e.what();
   }
   return "";
+}
+
+// The specs shipped in experiments/ stay valid as the spec format changes.
+TEST(ExperimentSpec, ShippedSpecsParse) {
+  const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "GPUFRAC_SOURCE_DIR is set by ctest";
+  int parsed = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(source) + "/experiments")) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    EXPECT_NO_THROW(parse_experiment_spec(text.str(), entry.path().string())) << entry.path();
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 2);
 }
 
 TEST(ExperimentSpec, EmbeddedDefaultsParse) {
@@ -36,8 +58,8 @@ TEST(ExperimentSpec, EmbeddedDefaultsParse) {
 }
 
 TEST(ExperimentSpec, MinimalSpecGetsDefaults) {
-  ExperimentSpec spec = parse_experiment_spec(
-      "runs:\n  - {arm: fractions, concurrency: 1}\n", "spec.yaml");
+  ExperimentSpec spec =
+      parse_experiment_spec("runs:\n  - {arm: fractions, concurrency: 1}\n", "spec.yaml");
   EXPECT_EQ(spec.runs[0].models_per_gpu, std::vector<int>{2});
   EXPECT_EQ(spec.runs[0].concurrency, std::vector<int>{1});
   EXPECT_FALSE(spec.packing_search.has_value());
@@ -52,7 +74,8 @@ TEST(ExperimentSpec, ErrorsNameFileLineAndField) {
   EXPECT_NE(arm.find("runs[0].arm"), std::string::npos) << arm;
   std::string both = error_of("runs:\n  - {arm: fractions, concurrency: 1, rates: 0.1}\n");
   EXPECT_NE(both.find("not both"), std::string::npos) << both;
-  std::string dedicated = error_of("runs:\n  - {arm: dedicated, models_per_gpu: 2, concurrency: 1}\n");
+  std::string dedicated =
+      error_of("runs:\n  - {arm: dedicated, models_per_gpu: 2, concurrency: 1}\n");
   EXPECT_NE(dedicated.find("runs[0].models_per_gpu"), std::string::npos) << dedicated;
   std::string zero = error_of("runs:\n  - {arm: fractions, concurrency: [1, 0]}\n");
   EXPECT_NE(zero.find("runs[0].concurrency[1]"), std::string::npos) << zero;
