@@ -19,6 +19,7 @@ add_library(gpufrac_engine_cuda STATIC
   ${cuda_dir}/gemv.cu
   ${cuda_dir}/gpu_sampler.cu
   ${cuda_dir}/cuda_runner.cpp
+  ${cuda_dir}/cuda_forward.cpp
 )
 # CMake 3.25 knows no CUDA20 dialect for nvcc (the top level asks for it); the kernels need 17.
 set_target_properties(gpufrac_engine_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_STANDARD 17)

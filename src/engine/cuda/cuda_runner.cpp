@@ -28,21 +28,20 @@ namespace {
 constexpr uint64_t kReserveBytes = 256ull << 20;
 constexpr int kBucketCandidates[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
 
-GemmOutput fp32_output(const DeviceBuffer& buffer) { return {buffer.data(), false, 1, 0}; }
-GemmOutput bf16_output(const DeviceBuffer& buffer) { return {buffer.data(), true, 1, 0}; }
-
 void check_supported(const ModelConfig& c) {
   if (!head_dim_supported(c.head_dim)) {
     throw UsageError("model " + c.name + ": head_dim " + std::to_string(c.head_dim) +
                      " is not supported by the CUDA runner (32, 64, 128 or 256)");
   }
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
-    throw UsageError("model " + c.name + ": num_attention_heads must be a multiple of "
+    throw UsageError("model " + c.name +
+                     ": num_attention_heads must be a multiple of "
                      "num_key_value_heads");
   }
   for (int size : {c.hidden_size, c.q_width(), c.intermediate_size}) {
     if (size % 8 != 0) {
-      throw UsageError("model " + c.name + ": the CUDA runner needs hidden, q and intermediate "
+      throw UsageError("model " + c.name +
+                       ": the CUDA runner needs hidden, q and intermediate "
                        "sizes that are multiples of 8");
     }
   }
@@ -75,12 +74,12 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   if (options_.max_model_len <= 0) options_.max_model_len = c.max_position_embeddings;
   if (options_.max_model_len <= 0 || options_.max_tokens_per_step <= 0 ||
       options_.max_seqs_per_step <= 0) {
-    throw UsageError("CUDA runner: max_model_len, max_tokens_per_step and max_seqs_per_step must "
-                     "be positive");
+    throw UsageError(
+        "CUDA runner: max_model_len, max_tokens_per_step and max_seqs_per_step must "
+        "be positive");
   }
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device_));
-  GPUFRAC_CUDA_CHECK(
-      cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+  GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   cudaDeviceProp props{};
   GPUFRAC_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
   compute_major_ = props.major;
@@ -94,16 +93,16 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   const int64_t hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int64_t qkv = q_width + 2 * int64_t(c.kv_width());
   residual_ = DeviceBuffer(uint64_t(tokens * hidden * 4), "the residual stream");
-  activations_ = DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2),
-                              "activations");
+  activations_ =
+      DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2), "activations");
   queries_ = DeviceBuffer(uint64_t(tokens * q_width * 2), "attention queries");
   // The fused gate|up GEMV of a decode step writes its bf16 output past the down projection's
   // fp32 output (silu_offset_bytes_), which the down GEMV then reads.
   silu_offset_bytes_ = uint64_t((kGemvMaxTokens * hidden * 4 + 255) / 256 * 256);
-  gemm_out_ = DeviceBuffer(
-      uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
-                         int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
-      "GEMM outputs");
+  gemm_out_ =
+      DeviceBuffer(uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
+                                      int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
+                   "GEMM outputs");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
   attention_partials_ = DeviceBuffer(
       uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
@@ -146,7 +145,9 @@ CudaRunner::~CudaRunner() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-std::string CudaRunner::device_name() const { return device_label_; }
+std::string CudaRunner::device_name() const {
+  return device_label_;
+}
 
 uint64_t CudaRunner::available_memory_bytes() const {
   DeviceMemoryInfo info = device_memory_info();
@@ -233,92 +234,6 @@ void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
-  if (tokens > options_.kernels.gemv_max_tokens) return false;
-  auto found = gemv_wins_.find({tokens, n, k, fused_silu});
-  return found == gemv_wins_.end() || found->second;
-}
-
-void CudaRunner::time_linear_kernels() {
-  gemv_wins_.clear();
-  if (options_.kernels.gemv_max_tokens == 0) return;
-  const ModelConfig& c = weights_.config();
-  const DeviceLayerWeights& w = weights_.layers[0];
-  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
-  const int qkv = q_width + 2 * c.kv_width();
-  const int most_tokens = std::min(options_.kernels.gemv_max_tokens, options_.max_tokens_per_step);
-  bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
-  bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-  // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
-      x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  GPUFRAC_CUDA_CHECK(cudaEventCreate(&start));
-  GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop));
-  // Best of three runs of 10 back-to-back calls, in ms per call.
-  auto time_ms = [&](const auto& call) {
-    call();
-    float best = INFINITY;
-    for (int run = 0; run < 3; ++run) {
-      GPUFRAC_CUDA_CHECK(cudaEventRecord(start, stream_));
-      for (int i = 0; i < 10; ++i) call();
-      GPUFRAC_CUDA_CHECK(cudaEventRecord(stop, stream_));
-      GPUFRAC_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms / 10);
-    }
-    return best;
-  };
-  struct Shape {
-    const bf16* weight;
-    int n, k;
-  };
-  const Shape shapes[] = {{w.qkv_proj, qkv, hidden},
-                          {w.o_proj, hidden, q_width},
-                          {w.down_proj, hidden, inter},
-                          {weights_.lm_head, c.vocab_size, hidden}};
-  for (int m = 1; m <= most_tokens; ++m) {
-    for (const Shape& s : shapes) {
-      float gemv = time_ms([&] {
-        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_, overlap_);
-      });
-      float cublas = time_ms([&] {
-        gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_);
-      });
-      gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
-    }
-    float fused = time_ms([&] {
-      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
-    });
-    float separate = time_ms([&] {
-      gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
-      launch_silu_mul(bf16_output(gemm_out_), m, inter, x, stream_);
-    });
-    gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::string summary;
-  for (const auto& [key, wins] : gemv_wins_) {
-    if (!wins) {
-      summary += " m=" + std::to_string(std::get<0>(key)) + " " + std::to_string(std::get<1>(key)) +
-                 "x" + std::to_string(std::get<2>(key)) + (std::get<3>(key) ? "+silu" : "");
-    }
-  }
-  log_info("cuda runner: GEMV timed against cuBLASLt; cuBLASLt kept for:",
-           summary.empty() ? " none" : summary);
-}
-
-void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
-                        int k) {
-  if (prefers_gemv(tokens, n, k, false)) {
-    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_, overlap_);
-  } else {
-    gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
-  }
-}
-
 int CudaRunner::bucket_for(int seqs) const {
   for (int b : buckets_) {
     if (b >= seqs) return b;
@@ -364,154 +279,6 @@ void CudaRunner::replay_decode_graph(int bucket) {
     throw RuntimeFailure("replay_decode_graph: no graph for a bucket of " + std::to_string(bucket));
   }
   GPUFRAC_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(it - buckets_.begin())], stream_));
-}
-
-void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
-  const ModelConfig& c = weights_.config();
-  const int tokens = shape.tokens;
-  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
-  const int qkv = q_width + 2 * c.kv_width();
-  const float eps = float(c.rms_norm_eps);
-  auto* x = residual_.as<float>();
-  auto* act = activations_.as<bf16>();
-  const uint64_t layer_kv_elements =
-      uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) * uint64_t(block_size_) * uint64_t(c.head_dim);
-
-  mark("");
-  launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
-               stream_);
-  launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
-                     act, stream_, overlap_);
-  mark("embed + norm");
-  const int splits =
-      attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
-
-  for (int l = 0; l < c.num_layers; ++l) {
-    const DeviceLayerWeights& w = weights_.layers[size_t(l)];
-    bf16* k_cache = kv_.as<bf16>() + uint64_t(2 * l) * layer_kv_elements;
-    bf16* v_cache = k_cache + layer_kv_elements;
-
-    linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);
-    mark("qkv linear");
-    QkvRopeParams rope;
-    rope.qkv = fp32_output(gemm_out_);
-    rope.bias = w.qkv_bias;
-    rope.q_norm = w.q_norm;
-    rope.k_norm = w.k_norm;
-    rope.eps = eps;
-    rope.inv_freq = inv_freq_.as<float>();
-    rope.positions = a.positions;
-    rope.slot_mapping = a.slot_mapping;
-    rope.tokens = tokens;
-    rope.num_heads = c.num_heads;
-    rope.num_kv_heads = c.num_kv_heads;
-    rope.head_dim = c.head_dim;
-    rope.block_size = block_size_;
-    rope.q_out = queries_.as<bf16>();
-    rope.k_cache = k_cache;
-    rope.v_cache = v_cache;
-    rope.overlap = overlap_;
-    launch_qkv_rope_kv(rope, stream_);
-    mark("q/k norm + rope + kv write");
-
-    AttentionParams attn;
-    attn.q = queries_.as<bf16>();
-    attn.k_cache = k_cache;
-    attn.v_cache = v_cache;
-    attn.header = a.header;
-    attn.block_tables = a.block_tables;
-    attn.token_seq = a.token_seq;
-    attn.token_context = a.token_context;
-    attn.seq_query_start = a.seq_query_start;
-    attn.num_seqs = shape.seqs;
-    attn.max_queries = shape.max_queries;
-    attn.kernels = options_.kernels.attention;
-    attn.rows = tokens;
-    attn.num_heads = c.num_heads;
-    attn.num_kv_heads = c.num_kv_heads;
-    attn.head_dim = c.head_dim;
-    attn.block_size = block_size_;
-    attn.scale = 1.0f / std::sqrt(float(c.head_dim));
-    attn.splits = splits;
-    attn.partial_out = attention_partials_.as<float>();
-    attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
-    attn.out = act;
-    attn.overlap = overlap_;
-    launch_paged_attention(attn, stream_);
-    mark("attention");
-
-    linear(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width);
-    mark("o linear");
-    launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
-                       eps, act, stream_, overlap_);
-    mark("add + rmsnorm");
-    if (prefers_gemv(tokens, inter, hidden, true)) {
-      bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_);
-      mark("gate|up linear + silu * mul");
-      linear(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
-    } else {
-      linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
-      mark("gate|up linear");
-      launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
-      mark("silu * mul");
-      linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
-    }
-    mark("down linear");
-    if (l + 1 < c.num_layers) {
-      launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
-                         weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_, overlap_);
-      mark("add + rmsnorm");
-    }
-  }
-  if (shape.samples == 0) return;
-  auto* final_hidden = final_hidden_.as<bf16>();
-  launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
-                     weights_.final_norm, eps, final_hidden, stream_, overlap_);
-  mark("add + rmsnorm");
-  linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size, hidden);
-  mark("lm_head");
-  launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
-                 stream_, options_.kernels.split_sampler ? sampler_scratch_.data() : nullptr);
-  mark("sampler");
-}
-
-void CudaRunner::mark(const char* stage) {
-  if (!profiling_) return;
-  cudaEvent_t event = nullptr;
-  GPUFRAC_CUDA_CHECK(cudaEventCreate(&event));
-  marks_.emplace_back(stage, event);
-  GPUFRAC_CUDA_CHECK(cudaEventRecord(event, stream_));
-}
-
-std::vector<std::pair<std::string, double>> CudaRunner::profile_forward(const StepBatch& batch) {
-  StepResult result;
-  profiling_ = true;
-  std::vector<std::pair<std::string, double>> stages;
-  try {
-    forward(batch, result);
-  } catch (...) {
-    profiling_ = false;
-    for (auto& [stage, event] : marks_) cudaEventDestroy(event);
-    marks_.clear();
-    throw;
-  }
-  profiling_ = false;
-  for (size_t i = 1; i < marks_.size(); ++i) {
-    float ms = 0;
-    GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second));
-    std::string name = marks_[i].first;
-    auto it = std::find_if(stages.begin(), stages.end(),
-                           [&](const auto& entry) { return entry.first == name; });
-    if (it == stages.end()) {
-      stages.emplace_back(name, ms);
-    } else {
-      it->second += ms;
-    }
-  }
-  for (auto& [stage, event] : marks_) cudaEventDestroy(event);
-  marks_.clear();
-  return stages;
 }
 
 void CudaRunner::submit(const StepBatch& batch) {
@@ -579,14 +346,15 @@ bool cuda_device_usable() {
 
 std::unique_ptr<ModelRunner> make_cuda_runner(const RunnerOptions& options) {
   if (!cuda_device_usable()) {
-    throw UsageError("--device cuda: no usable CUDA device (check nvidia-smi and "
-                     "CUDA_VISIBLE_DEVICES), or use --device cpu");
+    throw UsageError(
+        "--device cuda: no usable CUDA device (check nvidia-smi and "
+        "CUDA_VISIBLE_DEVICES), or use --device cpu");
   }
   std::optional<ModelConfig> preset = find_preset(options.model);
-  DeviceWeights weights = preset ? DeviceWeights::generate(*preset, options.seed)
-                                 : DeviceWeights::upload(load_model_weights(options.model,
-                                                                            options.seed,
-                                                                            options.threads));
+  DeviceWeights weights =
+      preset
+          ? DeviceWeights::generate(*preset, options.seed)
+          : DeviceWeights::upload(load_model_weights(options.model, options.seed, options.threads));
   CudaRunnerOptions runner_options;
   if (options.max_num_batched_tokens > 0) {
     runner_options.max_tokens_per_step = options.max_num_batched_tokens;

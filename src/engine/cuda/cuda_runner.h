@@ -1,6 +1,8 @@
 // The CUDA backend of ModelRunner (runner.h): the forward pass of a dense decoder (Qwen3, Qwen2,
 // Llama) in bf16 with fp32 accumulation and an fp32 residual stream, paged bf16 KV cache,
-// sampling on the GPU.
+// sampling on the GPU. Defined in two files: cuda_runner.cpp (lifecycle, memory, decode graphs,
+// submit/collect, the factory) and cuda_forward.cpp (the step's kernels, the linear-kernel
+// choice, the per-stage profile).
 //
 // Per step: one host-to-device copy of the packed inputs (step_inputs.h), the layer kernels
 // (layer_kernels.h, attention.h, gemm.h), logits for the last token of each sampling sequence
