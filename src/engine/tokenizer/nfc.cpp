@@ -106,34 +106,23 @@ void append_normalized_span(std::string_view text, std::string& out) {
   for (size_t i = 0; i < kept; ++i) append_utf8(out, chars[i].cp);
 }
 
-// A starter that is NFC_Quick_Check=Yes: NFC never changes text across the boundary before it
-// (nothing before it can reorder past it or compose with it), so spans between such
-// boundaries normalize independently.
-bool is_safe_boundary(uint8_t flags) {
-  return !(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe | unicode_flag::kCombining));
-}
-
 }  // namespace
 
 bool nfc_quick_check(std::string_view text) {
-  uint8_t last_ccc = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      last_ccc = 0;
-      ++pos;
-      continue;
-    }
+  NfcQuickCheck check;
+  for (size_t pos = 0; pos < text.size() && check.passed();) {
     const DecodedChar c = decode_utf8(text, pos);
     pos += c.length;
-    const uint8_t flags = unicode_flags(c.cp);
-    if (flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe)) return false;
-    const uint8_t ccc = (flags & unicode_flag::kCombining) ? combining_class(c.cp) : 0;
-    if (ccc != 0 && last_ccc > ccc) return false;
-    last_ccc = ccc;
+    check.add(c.cp, unicode_flags(c.cp));
   }
-  return true;
+  return check.passed();
 }
 
+namespace {
+
+// When `text` may not be in NFC, sets `out` to NFC(text) and returns true; otherwise (the quick
+// check holds) returns false and leaves `out` alone. Spans between safe boundaries around the
+// characters the check rejects are normalized; the rest is copied.
 bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
   // Copy text through, normalizing only the spans around characters the quick check rejects.
   bool needed = false;
@@ -148,7 +137,7 @@ bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
     }
     const DecodedChar c = decode_utf8(text, pos);
     const uint8_t flags = unicode_flags(c.cp);
-    if (is_safe_boundary(flags)) {
+    if (is_nfc_safe_boundary(flags)) {
       span_start = pos;
       last_ccc = 0;
       pos += c.length;
@@ -169,7 +158,7 @@ bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
     size_t end = pos + c.length;
     while (end < text.size()) {
       const DecodedChar d = decode_utf8(text, end);
-      if (is_safe_boundary(unicode_flags(d.cp))) break;
+      if (is_nfc_safe_boundary(unicode_flags(d.cp))) break;
       end += d.length;
     }
     out.append(text.substr(copied, span_start - copied));
@@ -180,6 +169,8 @@ bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
   if (needed) out.append(text.substr(copied));
   return needed;
 }
+
+}  // namespace
 
 std::string nfc_normalize(std::string_view text) {
   std::string out;

@@ -18,8 +18,4 @@ bool nfc_quick_check(std::string_view text);
 // NFC of `text`.
 std::string nfc_normalize(std::string_view text);
 
-// One pass for the tokenizer: when `text` may not be in NFC, sets `out` to NFC(text) and returns
-// true; otherwise (nfc_quick_check(text) holds) returns false and leaves `out` alone.
-bool nfc_normalize_if_needed(std::string_view text, std::string& out);
-
 }  // namespace gpufrac::engine

@@ -1,6 +1,7 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 
 #include <array>
+#include <span>
 
 #include "engine/tokenizer/unicode_classes.h"
 
@@ -12,57 +13,47 @@ constexpr std::string_view kQwen2Regex =
 constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-struct Char {
-  char32_t cp;
-  uint32_t length;
-  CharClass cls;
-};
+constexpr int kLengthShift = 2;
 
-// Reads characters of one text; an ASCII fast path keeps the common case to a table lookup.
+// What scan_characters writes for an ASCII byte.
+constexpr std::array<uint8_t, 128> kAsciiChars = [] {
+  std::array<uint8_t, 128> t{};
+  for (int i = 0; i < 128; ++i) t[i] = uint8_t(char_class(char32_t(i))) | 1 << kLengthShift;
+  return t;
+}();
+
+// The characters of one text, as scan_characters recorded them.
 class CharReader {
  public:
-  explicit CharReader(std::string_view text) : text_(text) {}
+  CharReader(std::string_view text, std::span<const uint8_t> chars)
+      : text_(text), chars_(chars.data()) {}
 
   size_t size() const { return text_.size(); }
 
-  // Precondition: pos < size().
-  Char at(size_t pos) const {
-    const unsigned char b = static_cast<unsigned char>(text_[pos]);
-    if (b < 0x80) return {b, 1, ascii_class(b)};
-    const DecodedChar c = decode_utf8(text_, pos);
-    return {c.cp, c.length, char_class(c.cp)};
-  }
-
-  CharClass class_at(size_t pos) const { return pos < text_.size() ? at(pos).cls : CharClass(255); }
+  // Precondition for cls/length: pos < size() and a character starts at pos.
+  CharClass cls(size_t pos) const { return CharClass(chars_[pos] & unicode_flag::kClassMask); }
+  size_t length(size_t pos) const { return chars_[pos] >> kLengthShift; }
+  CharClass class_at(size_t pos) const { return pos < size() ? cls(pos) : CharClass(255); }
 
   // End of the run of characters of class `cls` starting at pos.
   size_t run_end(size_t pos, CharClass cls) const {
-    while (pos < text_.size()) {
-      const Char c = at(pos);
-      if (c.cls != cls) break;
-      pos += c.length;
-    }
+    while (pos < size() && CharClass(chars_[pos] & unicode_flag::kClassMask) == cls)
+      pos += length(pos);
     return pos;
   }
 
   size_t newline_run_end(size_t pos) const {
-    while (pos < text_.size() && (text_[pos] == '\r' || text_[pos] == '\n')) ++pos;
+    while (pos < size() && (text_[pos] == '\r' || text_[pos] == '\n')) ++pos;
     return pos;
   }
 
-  char byte(size_t pos) const { return pos < text_.size() ? text_[pos] : '\0'; }
+  // The byte at pos, '\0' past the end (a character's first byte: ASCII characters are
+  // themselves, other characters start with a byte >= 0x80).
+  char byte(size_t pos) const { return pos < size() ? text_[pos] : '\0'; }
 
  private:
-  static CharClass ascii_class(unsigned char b) {
-    static constexpr auto kTable = [] {
-      std::array<CharClass, 128> t{};
-      for (int i = 0; i < 128; ++i) t[i] = char_class(char32_t(i));
-      return t;
-    }();
-    return kTable[b];
-  }
-
   std::string_view text_;
+  const uint8_t* chars_;
 };
 
 char ascii_lower(char c) {
@@ -83,45 +74,41 @@ size_t match_contraction(const CharReader& r, size_t pos) {
 
 // The end of the leftmost-first match at pos (pos < size); always > pos.
 size_t match_at(const CharReader& r, size_t pos, PreTokenizerPattern pattern) {
-  const Char c = r.at(pos);
-  const size_t next = pos + c.length;
-  if (c.cp == '\'') {
+  const char b = r.byte(pos);
+  const CharClass cls = r.cls(pos);
+  const size_t next = pos + r.length(pos);
+  if (b == '\'') {
     if (const size_t end = match_contraction(r, pos)) return end;
   }
   // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (c.cls == CharClass::kLetter) return r.run_end(next, CharClass::kLetter);
-  if (c.cls != CharClass::kNumber && c.cp != '\r' && c.cp != '\n' &&
+  if (cls == CharClass::kLetter) return r.run_end(next, CharClass::kLetter);
+  if (cls != CharClass::kNumber && b != '\r' && b != '\n' &&
       r.class_at(next) == CharClass::kLetter) {
     return r.run_end(next, CharClass::kLetter);
   }
   // \p{N} or \p{N}{1,3}
-  if (c.cls == CharClass::kNumber) {
+  if (cls == CharClass::kNumber) {
     if (pattern == PreTokenizerPattern::kQwen2) return next;
     size_t end = next;
-    for (int i = 1; i < 3 && end < r.size(); ++i) {
-      const Char d = r.at(end);
-      if (d.cls != CharClass::kNumber) break;
-      end += d.length;
-    }
+    for (int i = 1; i < 3 && r.class_at(end) == CharClass::kNumber; ++i) end += r.length(end);
     return end;
   }
   //  ?[^\s\p{L}\p{N}]+[\r\n]*
-  if (c.cls == CharClass::kOther) {
+  if (cls == CharClass::kOther) {
     return r.newline_run_end(r.run_end(next, CharClass::kOther));
   }
-  if (c.cp == ' ' && r.class_at(next) == CharClass::kOther) {
+  if (b == ' ' && r.class_at(next) == CharClass::kOther) {
     return r.newline_run_end(r.run_end(next, CharClass::kOther));
   }
-  // c is whitespace: \s*[\r\n]+ | \s+(?!\S) | \s+
+  // b is whitespace: \s*[\r\n]+ | \s+(?!\S) | \s+
   size_t end = pos;
   size_t last_char_start = pos;
   size_t after_last_newline = 0;
-  while (end < r.size()) {
-    const Char d = r.at(end);
-    if (d.cls != CharClass::kWhitespace) break;
+  while (r.class_at(end) == CharClass::kWhitespace) {
+    const char d = r.byte(end);
     last_char_start = end;
-    end += d.length;
-    if (d.cp == '\r' || d.cp == '\n') after_last_newline = end;
+    end += r.length(end);
+    if (d == '\r' || d == '\n') after_last_newline = end;
   }
   if (after_last_newline) return after_last_newline;
   if (end == r.size()) return end;
@@ -137,14 +124,47 @@ std::optional<PreTokenizerPattern> pre_tokenizer_pattern_from_regex(std::string_
   return std::nullopt;
 }
 
-void split_pre_tokens(std::string_view text, PreTokenizerPattern pattern,
-                      std::vector<std::string_view>& pieces) {
-  const CharReader reader(text);
+size_t scan_characters(std::string_view text, size_t from, bool check_nfc,
+                       std::vector<uint8_t>& chars) {
+  chars.resize(text.size());
+  NfcQuickCheck nfc;
+  size_t safe_boundary = from;
+  for (size_t pos = from; pos < text.size();) {
+    const unsigned char b = static_cast<unsigned char>(text[pos]);
+    if (b < 0x80) {
+      chars[pos] = kAsciiChars[b];
+      nfc.add_ascii();
+      safe_boundary = pos++;
+      continue;
+    }
+    const DecodedChar c = decode_utf8(text, pos);
+    const uint8_t flags = unicode_flags(c.cp);
+    chars[pos] = uint8_t((flags & unicode_flag::kClassMask) | c.length << kLengthShift);
+    if (check_nfc) {
+      if (is_nfc_safe_boundary(flags)) safe_boundary = pos;
+      nfc.add(c.cp, flags);
+      if (!nfc.passed()) return safe_boundary;
+    }
+    pos += c.length;
+  }
+  return text.size();
+}
+
+void split_pre_tokens(std::string_view text, std::span<const uint8_t> chars,
+                      PreTokenizerPattern pattern, std::vector<std::string_view>& pieces) {
+  const CharReader reader(text, chars);
   for (size_t pos = 0; pos < text.size();) {
     const size_t end = match_at(reader, pos, pattern);
     pieces.push_back(text.substr(pos, end - pos));
     pos = end;
   }
+}
+
+void split_pre_tokens(std::string_view text, PreTokenizerPattern pattern,
+                      std::vector<std::string_view>& pieces) {
+  std::vector<uint8_t> chars;
+  scan_characters(text, 0, /*check_nfc=*/false, chars);
+  split_pre_tokens(text, chars, pattern, pieces);
 }
 
 }  // namespace gpufrac::engine
