@@ -36,25 +36,47 @@ BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ig
 
 BpeModel::~BpeModel() = default;
 
-void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::encode_words(std::span<const std::string_view> words,
+                            std::vector<int32_t>& out) const {
+  // A piece's cache slot is usually not in the CPU cache (a cold pass probes all over the
+  // table), so each piece's hash is computed kAhead pieces early and its slot prefetched. Pieces
+  // too long for the cache are hashed only for the vocabulary lookup of ignore_merges.
+  constexpr size_t kAhead = 4;
+  uint64_t hashes[kAhead] = {};
+  auto start = [&](size_t i) {
+    if (i >= words.size() || words[i].size() < 2) return;
+    const bool cached = words[i].size() <= WordCache::kMaxWordBytes;
+    if (!cached && !ignore_merges_) return;
+    hashes[i % kAhead] = WordCache::hash(words[i]);
+    if (cached) cache_->prefetch(hashes[i % kAhead]);
+  };
+  for (size_t i = 0; i < kAhead; ++i) start(i);
+  for (size_t i = 0; i < words.size(); ++i) {
+    const uint64_t hash = hashes[i % kAhead];
+    start(i + kAhead);
+    encode_word(words[i], hash, out);
+  }
+}
+
+void BpeModel::encode_word(std::string_view word, uint64_t hash, std::vector<int32_t>& out) const {
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
   if (word.size() > WordCache::kMaxWordBytes) {
-    encode_uncached(word, out);
+    encode_uncached(word, hash, out);
     return;
   }
-  const uint64_t hash = WordCache::hash(word);
   if (cache_->lookup(word, hash, out)) return;
   const size_t first = out.size();
-  encode_uncached(word, out);
+  encode_uncached(word, hash, out);
   cache_->insert(word, hash, std::span<const int32_t>(out).subspan(first));
 }
 
-void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::encode_uncached(std::string_view word, uint64_t hash,
+                               std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    if (const int32_t id = id_of_bytes(word); id >= 0) {
+    if (const int32_t id = vocab_.find(word, hash); id >= 0) {
       out.push_back(id);
       return;
     }
@@ -117,17 +139,23 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
 // the leftmost lowest-ranked pair and each merge updates three leaves.
 void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) const {
   constexpr uint64_t kNoPair = UINT64_MAX;
-  thread_local std::vector<int32_t> ids, merged, prev, next;
-  thread_local std::vector<uint64_t> tree;
+  struct Scratch {
+    std::vector<int32_t> ids, merged, prev, next;
+    std::vector<uint64_t> tree;
+  };
+  thread_local Scratch scratch;
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
   const size_t n = word.size();
   size_t leaves = 1;
   while (leaves < n) leaves *= 2;
-  ids.resize(n);
-  merged.resize(n);
-  prev.resize(n);
-  next.resize(n);
-  tree.assign(2 * leaves, kNoPair);
+  for (auto* v : {&scratch.ids, &scratch.merged, &scratch.prev, &scratch.next}) {
+    if (v->size() < n) v->resize(n);
+  }
+  if (scratch.tree.size() < 2 * leaves) scratch.tree.resize(2 * leaves);
+  // Raw pointers: through the thread_local vectors, every access reloaded their data pointers.
+  int32_t *ids = scratch.ids.data(), *merged = scratch.merged.data();
+  int32_t *prev = scratch.prev.data(), *next = scratch.next.data();
+  uint64_t* tree = scratch.tree.data();
   // The leaf of the pair at pos, remembering what it merges into.
   auto leaf = [&](MergeTable::Found f, size_t pos) {
     if (f == kNoMerge) return kNoPair;
@@ -140,6 +168,7 @@ void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) cons
     next[i] = i + 1 < n ? int32_t(i + 1) : -1;
     if (i + 1 < n) tree[leaves + i] = leaf(merges_.find_bytes(bytes[i], bytes[i + 1]), i);
   }
+  std::fill(tree + leaves + n - 1, tree + 2 * leaves, kNoPair);
   for (size_t i = leaves - 1; i >= 1; --i) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
   auto set = [&](size_t pos, uint64_t value) {
     size_t i = leaves + pos;

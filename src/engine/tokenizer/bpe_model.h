@@ -7,15 +7,17 @@
 // of up to kShortWordBytes are merged in small arrays on the stack (a branch-free scan over the
 // rank of each adjacent pair finds the next merge), longer ones with a tournament tree over the
 // pairs. Finished pieces of up to 256 bytes are remembered in a bounded WordCache, so common words
-// cost one hash lookup.
+// cost one hash lookup; encode_words hashes each piece once, a few pieces ahead, and prefetches
+// its cache slot.
 //
 // Thread-safety: immutable after construction except the cache, which is internally locked;
-// encode_word may be called from many threads at once.
+// encode_words may be called from many threads at once.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,8 +37,8 @@ class BpeModel {
   BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
   ~BpeModel();
 
-  // Appends the ids of one piece (non-empty).
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Appends the ids of each piece (non-empty), in order.
+  void encode_words(std::span<const std::string_view> words, std::vector<int32_t>& out) const;
 
   // The id of a vocabulary entry given as raw bytes, or -1.
   int32_t id_of_bytes(std::string_view bytes) const { return vocab_.find(bytes); }
@@ -47,7 +49,11 @@ class BpeModel {
   static constexpr size_t kShortWordBytes = 32;
 
   static std::array<int32_t, 256> byte_ids_of(const BytesToId& vocab);
-  void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
+  // `hash`: WordCache::hash(word) when the word goes through the cache or ignore_merges_ holds
+  // (see encode_words).
+  void encode_word(std::string_view word, uint64_t hash, std::vector<int32_t>& out) const;
+  // `hash`: as for encode_word.
+  void encode_uncached(std::string_view word, uint64_t hash, std::vector<int32_t>& out) const;
   void merge_short(std::string_view word, std::vector<int32_t>& out) const;
   void merge_long(std::string_view word, std::vector<int32_t>& out) const;
 

@@ -107,7 +107,7 @@ void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) c
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
   split_pre_tokens(text, chars, pattern_, pieces);
-  for (const std::string_view piece : pieces) bpe_->encode_word(piece, ids);
+  bpe_->encode_words(pieces, ids);
 }
 
 std::string_view Tokenizer::token_bytes(int32_t id, bool skip_special_tokens) const {

@@ -44,8 +44,9 @@ class VocabIndex {
   }
 
   // The id of `bytes`, or -1.
-  int32_t find(std::string_view bytes) const {
-    const uint64_t hash = WordCache::hash(bytes);
+  int32_t find(std::string_view bytes) const { return find(bytes, WordCache::hash(bytes)); }
+  // The same with `hash` = WordCache::hash(bytes), for a caller that has it already.
+  int32_t find(std::string_view bytes, uint64_t hash) const {
     const uint32_t tag = tag_of(hash);
     for (size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
       const Slot slot = slots_[i];

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string_view>
@@ -27,6 +28,16 @@ class WordCache {
   // Never 0. Pass the same value to lookup and insert.
   static uint64_t hash(std::string_view word);
 
+  // Starts loading the slot where lookup(_, hash, _) will begin (a hint, no lock: call it a few
+  // words ahead, so that the slot is in the CPU cache when the lookup comes).
+  void prefetch(uint64_t hash) const {
+    const Shard& shard = shards_[hash >> 60];
+    if (const Slot* slots = shard.prefetch_slots.load(std::memory_order_relaxed)) {
+      __builtin_prefetch(
+          slots + home_of(tag_of(hash), shard.prefetch_mask.load(std::memory_order_relaxed)));
+    }
+  }
+
   // Appends the ids of `word` to `out` when cached.
   bool lookup(std::string_view word, uint64_t hash, std::vector<int32_t>& out);
   // Precondition: word.size() <= kMaxWordBytes, ids.size() <= kMaxWordBytes.
@@ -37,7 +48,7 @@ class WordCache {
   static constexpr size_t kMinSlotsPerShard = size_t(1) << 10;
   static constexpr size_t kMaxSlotsPerShard = size_t(1) << 14;
   static constexpr size_t kMaxEntriesPerShard = kMaxSlotsPerShard / 2;  // load factor <= 1/2
-  static constexpr size_t kArenaBytesPerShard = size_t(1) << 20;
+  static constexpr size_t kArenaWordsPerShard = (size_t(1) << 20) / sizeof(int32_t);  // 1 MiB
 
   struct Slot {
     uint32_t tag;     // the hash's upper half, never 0; 0 marks an empty slot
@@ -64,12 +75,24 @@ class WordCache {
 
   struct Shard {
     SpinLock lock;
-    std::vector<Slot> slots;     // a power of two in size; allocated on first insert
-    std::vector<int32_t> arena;  // entries, in 4-byte words (see word_cache.cpp)
+    std::vector<Slot> slots;  // a power of two in size; allocated on first insert
+    // slots.data() and size() - 1 for prefetch, published under the lock; a stale pair (the
+    // table just grew) only makes a prefetch useless, a prefetch never faults.
+    std::atomic<const Slot*> prefetch_slots{nullptr};
+    std::atomic<size_t> prefetch_mask{0};
+    std::unique_ptr<int32_t[]> arena;  // kArenaWordsPerShard words; entries (word_cache.cpp)
+    size_t arena_words = 0;            // in use
     size_t entries = 0;
   };
 
+  static uint32_t tag_of(uint64_t hash) { return uint32_t(hash >> 32) | 1; }
+  // A tag's first slot: from the tag itself, so a table grows without rehashing its keys.
+  static size_t home_of(uint32_t tag, size_t mask) { return (tag >> 1) & mask; }
   static void place(Shard& shard, Slot slot);
+  static void publish(Shard& shard) {
+    shard.prefetch_slots.store(shard.slots.data(), std::memory_order_relaxed);
+    shard.prefetch_mask.store(shard.slots.size() - 1, std::memory_order_relaxed);
+  }
   static Shard& shard_of(std::array<Shard, kShards>& shards, uint64_t hash) {
     return shards[hash >> 60];
   }
