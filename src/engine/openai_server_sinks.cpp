@@ -98,33 +98,47 @@ class StreamingSink : public RequestSink {
 
  private:
   void send_completion_chunk(const std::string& delta, int32_t token, FinishReason finish) {
-    chunk_ = chunk_head_;
-    chunk_ += "\"choices\":[{\"index\":0,\"text\":";
-    append_json_string(chunk_, delta);
-    chunk_ += ",\"token_ids\":[";
-    append_int(chunk_, token);
-    chunk_ += "],\"logprobs\":null,\"finish_reason\":";
-    chunk_ += finish_reason_json(finish);
-    chunk_ += chunk_tail_;
-    send(chunk_);
+    send_chunk(
+        [&](std::string& out) {
+          out += "\"text\":";
+          append_json_string(out, delta);
+          out += ",\"token_ids\":[";
+          append_int(out, token);
+          out += ']';
+        },
+        finish);
   }
 
   void send_chat_chunk(const std::string& delta, FinishReason finish) {
     if (!role_sent_) {
       role_sent_ = true;
-      send(chunk_head_ +
-           "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-           "\"logprobs\":null,\"finish_reason\":null" +
-           chunk_tail_);
+      send_chunk(
+          [](std::string& out) { out += "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"; },
+          FinishReason::kNone);
     }
     if (delta.empty() && finish == FinishReason::kNone) return;
+    send_chunk(
+        [&](std::string& out) {
+          out += "\"delta\":{";
+          if (!delta.empty()) {
+            out += "\"content\":";
+            append_json_string(out, delta);
+          }
+          out += '}';
+        },
+        finish);
+  }
+
+  // One chunk: the head, then choices[0] = {"index":0, BODY, "logprobs":null, "finish_reason"},
+  // then the tail. `append_body` appends the layout's fields of the choice (no separators around
+  // them) to the buffer it is given: chunk_, reused for every token, so a chunk allocates nothing
+  // once the buffer has grown to a chunk's size.
+  template <typename AppendBody>
+  void send_chunk(const AppendBody& append_body, FinishReason finish) {
     chunk_ = chunk_head_;
-    chunk_ += "\"choices\":[{\"index\":0,\"delta\":{";
-    if (!delta.empty()) {
-      chunk_ += "\"content\":";
-      append_json_string(chunk_, delta);
-    }
-    chunk_ += "},\"logprobs\":null,\"finish_reason\":";
+    chunk_ += "\"choices\":[{\"index\":0,";
+    append_body(chunk_);
+    chunk_ += ",\"logprobs\":null,\"finish_reason\":";
     chunk_ += finish_reason_json(finish);
     chunk_ += chunk_tail_;
     send(chunk_);
