@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
-#include "fakes/scripted_sse_server.h"
+#include "scripted_bench_setup.h"
 
 namespace gpufrac {
 namespace {
@@ -46,19 +46,19 @@ class BenchCommand : public ::testing::Test {
     std::filesystem::remove_all(out_);
   }
   void TearDown() override { std::filesystem::remove_all(out_); }
+  // `gpufrac bench` against one scripted server (its model "scripted"), writing into out_.
+  Result run_bench(const ScriptedSseServer& server, const std::string& flags) {
+    return run_gpufrac("bench --target " + server.url() + "=scripted " + flags + " --out " + out_);
+  }
   std::string out_;
 };
 
 TEST_F(BenchCommand, TwoTargetsSweepWritesEveryFile) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 5;
-  options.itl_ms = 1;
+  ScriptedSseOptions options = scripted_timing(5, 1);
   options.models = {"m0"};
-  ScriptedSseServer first(options);
-  first.start();
+  RunningScriptedServer first(options);
   options.models = {"only-model"};
-  ScriptedSseServer second(options);
-  second.start();
+  RunningScriptedServer second(options);
   // The second target's model comes from its /v1/models.
   Result r = run_gpufrac("bench --target " + first.url() + "=m0 --target " + second.url() +
                          "/v1 --concurrency 1,3 --requests 5 --warmup 2 --isl 20 --osl 6 "
@@ -95,12 +95,8 @@ TEST_F(BenchCommand, TwoTargetsSweepWritesEveryFile) {
 TEST_F(BenchCommand, NoCompletedRequestIsAnErrorAfterWritingFiles) {
   ScriptedSseOptions options;
   options.failures = {parse_failure_rule("http_error,status=503")};
-  ScriptedSseServer server(options);
-  server.start();
-  Result r = run_gpufrac("bench --target " + server.url() +
-                         "=scripted --concurrency 2 "
-                         "--requests 4 --warmup 0 --out " +
-                         out_);
+  RunningScriptedServer server(options);
+  Result r = run_bench(server, "--concurrency 2 --requests 4 --warmup 0");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("no request completed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("HTTP 503: scripted failure"), std::string::npos) << r.output;
@@ -109,15 +105,8 @@ TEST_F(BenchCommand, NoCompletedRequestIsAnErrorAfterWritingFiles) {
 }
 
 TEST_F(BenchCommand, OpenLoopDirectoryAndConfig) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 1;
-  options.itl_ms = 1;
-  ScriptedSseServer server(options);
-  server.start();
-  Result r = run_gpufrac("bench --target " + server.url() +
-                         "=scripted --request-rate 50 "
-                         "--concurrency 4 --requests 10 --osl 3 --isl 8 --out " +
-                         out_);
+  RunningScriptedServer server(scripted_timing(1, 1));
+  Result r = run_bench(server, "--request-rate 50 --concurrency 4 --requests 10 --osl 3 --isl 8");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   Json summary = read_json(out_ + "/dedicated-m1/r50/summary.json");
   EXPECT_EQ(summary["config"]["load"], "open");
@@ -128,15 +117,10 @@ TEST_F(BenchCommand, OpenLoopDirectoryAndConfig) {
 }
 
 TEST_F(BenchCommand, ChatTextPromptsEndToEnd) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 2;
-  options.itl_ms = 1;
-  ScriptedSseServer server(options);
-  server.start();
-  Result r = run_gpufrac("bench --target " + server.url() +
-                         "=scripted --endpoint chat --isl 48 --isl-stddev 8 --osl 3 "
-                         "--concurrency 2 --requests 6 --warmup 1 --out " +
-                         out_);
+  RunningScriptedServer server(scripted_timing(2, 1));
+  Result r = run_bench(server,
+                       "--endpoint chat --isl 48 --isl-stddev 8 --osl 3 --concurrency 2 "
+                       "--requests 6 --warmup 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("built 7 text prompts"), std::string::npos) << r.output;
   std::string dir = out_ + "/dedicated-m1/c2";
@@ -160,10 +144,8 @@ TEST_F(BenchCommand, ChatTextPromptsEndToEnd) {
 TEST_F(BenchCommand, ChatWithoutTokenizeSaysWhatToDo) {
   ScriptedSseOptions options;
   options.tokenize = false;
-  ScriptedSseServer server(options);
-  server.start();
-  Result r = run_gpufrac("bench --target " + server.url() +
-                         "=scripted --endpoint chat --concurrency 1 --requests 2 --out " + out_);
+  RunningScriptedServer server(options);
+  Result r = run_bench(server, "--endpoint chat --concurrency 1 --requests 2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("gpufrac bench: --endpoint chat builds text prompts to the exact --isl "
                           "with the server's POST /tokenize, but "),
@@ -247,8 +229,7 @@ TEST(BenchTargets, Syntax) {
 TEST(BenchTargets, ModelFromServerOrAClearError) {
   ScriptedSseOptions options;
   options.models = {"a", "b"};
-  ScriptedSseServer server(options);
-  server.start();
+  RunningScriptedServer server(options);
   BenchTarget t = parse_target(server.url(), Endpoint::kCompletions);
   try {
     resolve_model(t);

@@ -10,29 +10,15 @@
 #include "bench/load_driver.h"
 #include "bench/metrics.h"
 #include "common/clock.h"
-#include "fakes/scripted_sse_server.h"
+#include "scripted_bench_setup.h"
 
 namespace gpufrac {
 namespace {
 
-BenchTarget target_at(int port, std::string model = "scripted") {
-  BenchTarget t;
-  t.url = "http://127.0.0.1:" + std::to_string(port);
-  t.model = std::move(model);
-  t.endpoint = {"127.0.0.1", port, "/v1/completions"};
-  return t;
-}
-
 PointRun drive(const std::vector<BenchTarget>& targets, int concurrency, int requests,
                double timeout_s = 10, int osl = 8) {
-  WorkloadSpec workload;
-  workload.isl = 16;
-  workload.osl = osl;
-  LoadPoint point;
-  point.concurrency = concurrency;
-  point.requests = requests;
-  point.warmup = 0;
-  return run_load_point(targets, workload, point, 7, timeout_s);
+  return run_load_point(targets, workload_of(16, osl), closed_loop_point(concurrency, requests), 7,
+                        timeout_s);
 }
 
 std::map<std::string, int> count_statuses(const std::vector<RequestRecord>& records) {
@@ -42,17 +28,14 @@ std::map<std::string, int> count_statuses(const std::vector<RequestRecord>& reco
 }
 
 TEST(BenchErrors, EveryFailureKindIsCountedNoneLost) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 5;
-  options.itl_ms = 2;
+  ScriptedSseOptions options = scripted_timing(5, 2);
   for (const char* rule :
        {"http_error,every=10,offset=0,status=503", "error_event,every=10,offset=1,after=3",
         "drop,every=10,offset=2,after=2", "short,every=10,offset=3,after=5",
         "no_done,every=10,offset=4", "stall,every=10,offset=5,after=1"}) {
     options.failures.push_back(parse_failure_rule(rule));
   }
-  ScriptedSseServer server(options);
-  server.start();
+  RunningScriptedServer server(options);
   int64_t start = monotonic_ns();
   PointRun run = drive({target_at(server.port())}, 10, 20, /*timeout_s=*/1.0);
   double elapsed_s = double(monotonic_ns() - start) / 1e9;
@@ -112,8 +95,7 @@ TEST(BenchErrors, RefusedConnectionsAreRecorded) {
 }
 
 TEST(BenchErrors, UnknownModelIsAnHttpErrorWithTheServersMessage) {
-  ScriptedSseServer server(ScriptedSseOptions{});
-  server.start();
+  RunningScriptedServer server(ScriptedSseOptions{});
   PointRun run = drive({target_at(server.port(), "nope")}, 2, 3);
   ASSERT_EQ(run.records.size(), 3u);
   for (const RequestRecord& r : run.records) {
@@ -124,13 +106,10 @@ TEST(BenchErrors, UnknownModelIsAnHttpErrorWithTheServersMessage) {
 }
 
 TEST(BenchErrors, WithoutUsageTokensAreCountedFromEvents) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 2;
-  options.itl_ms = 1;
+  ScriptedSseOptions options = scripted_timing(2, 1);
   options.usage = false;
   options.tokens_per_chunk = 2;
-  ScriptedSseServer server(options);
-  server.start();
+  RunningScriptedServer server(options);
   PointRun run = drive({target_at(server.port())}, 2, 4, 10, 8);
   for (const RequestRecord& r : run.records) {
     EXPECT_TRUE(r.ok()) << r.error;
@@ -142,15 +121,10 @@ TEST(BenchErrors, WithoutUsageTokensAreCountedFromEvents) {
 }
 
 TEST(BenchErrors, TwoTargetsOneDownOneUp) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 2;
-  options.itl_ms = 1;
-  ScriptedSseServer server(options);
-  server.start();
+  RunningScriptedServer server(scripted_timing(2, 1));
   ScriptedSseOptions failing_options;
   failing_options.failures = {parse_failure_rule("http_error,status=500")};
-  ScriptedSseServer failing(failing_options);
-  failing.start();
+  RunningScriptedServer failing(failing_options);
   PointRun run = drive({target_at(server.port()), target_at(failing.port())}, 3, 6);
   ASSERT_EQ(run.records.size(), 12u);
   for (const RequestRecord& r : run.records) {
@@ -159,21 +133,10 @@ TEST(BenchErrors, TwoTargetsOneDownOneUp) {
 }
 
 TEST(BenchErrors, OpenLoopCapMakesArrivalsWait) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 50;
-  options.itl_ms = 5;
-  ScriptedSseServer server(options);
-  server.start();
-  WorkloadSpec workload;
-  workload.isl = 8;
-  workload.osl = 4;
-  LoadPoint point;
-  point.open_loop = true;
-  point.request_rate = 200;  // a request every 5 ms on average, each taking ~65 ms
-  point.concurrency = 2;
-  point.requests = 12;
-  point.warmup = 0;
-  PointRun run = run_load_point({target_at(server.port())}, workload, point, 3, 10);
+  RunningScriptedServer server(scripted_timing(50, 5));
+  // A request every 5 ms on average, each taking ~65 ms; at most 2 in flight.
+  LoadPoint point = open_loop_point(/*request_rate=*/200, /*concurrency_cap=*/2, 12);
+  PointRun run = run_load_point({target_at(server.port())}, workload_of(8, 4), point, 3, 10);
   ASSERT_EQ(run.records.size(), 12u);
   int64_t waited = 0;
   for (const RequestRecord& r : run.records) {
@@ -186,21 +149,9 @@ TEST(BenchErrors, OpenLoopCapMakesArrivalsWait) {
 }
 
 TEST(BenchErrors, OpenLoopArrivalsFollowTheRate) {
-  ScriptedSseOptions options;
-  options.ttft_ms = 1;
-  options.itl_ms = 1;
-  ScriptedSseServer server(options);
-  server.start();
-  WorkloadSpec workload;
-  workload.isl = 8;
-  workload.osl = 2;
-  LoadPoint point;
-  point.open_loop = true;
-  point.request_rate = 100;
-  point.concurrency = 0;
-  point.requests = 200;
-  point.warmup = 0;
-  PointRun run = run_load_point({target_at(server.port())}, workload, point, 5, 10);
+  RunningScriptedServer server(scripted_timing(1, 1));
+  LoadPoint point = open_loop_point(/*request_rate=*/100, /*concurrency_cap=*/0, 200);
+  PointRun run = run_load_point({target_at(server.port())}, workload_of(8, 2), point, 5, 10);
   ASSERT_EQ(run.records.size(), 200u);
   int64_t first = INT64_MAX, last = 0;
   for (const RequestRecord& r : run.records) {
