@@ -1,6 +1,8 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 
 #include <array>
+#include <bit>
+#include <cstring>
 #include <span>
 
 #include "engine/tokenizer/unicode_classes.h"
@@ -14,6 +16,8 @@ constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 constexpr int kLengthShift = 2;
+static_assert(std::endian::native == std::endian::little,
+              "CharReader::run_end reads 8 bytes as one");
 
 // What scan_characters writes for an ASCII byte.
 constexpr std::array<uint8_t, 128> kAsciiChars = [] {
@@ -35,10 +39,19 @@ class CharReader {
   size_t length(size_t pos) const { return chars_[pos] >> kLengthShift; }
   CharClass class_at(size_t pos) const { return pos < size() ? cls(pos) : CharClass(255); }
 
-  // End of the run of characters of class `cls` starting at pos.
+  // End of the run of characters of class `cls` starting at pos. Continuation bytes carry their
+  // character's class, so the run is scanned byte by byte, eight at a time where possible (the
+  // first byte of another class is a character's first byte).
   size_t run_end(size_t pos, CharClass cls) const {
-    while (pos < size() && CharClass(chars_[pos] & unicode_flag::kClassMask) == cls)
-      pos += length(pos);
+    constexpr uint64_t kOnes = 0x0101010101010101ull;
+    const uint64_t want = uint64_t(cls) * kOnes;
+    for (; pos + 8 <= size(); pos += 8) {
+      uint64_t eight;
+      std::memcpy(&eight, chars_ + pos, 8);
+      const uint64_t differs = (eight & unicode_flag::kClassMask * kOnes) ^ want;
+      if (differs) return pos + __builtin_ctzll(differs) / 8;  // little-endian: lowest byte first
+    }
+    while (pos < size() && CharClass(chars_[pos] & unicode_flag::kClassMask) == cls) ++pos;
     return pos;
   }
 
@@ -126,20 +139,27 @@ std::optional<PreTokenizerPattern> pre_tokenizer_pattern_from_regex(std::string_
 
 size_t scan_characters(std::string_view text, size_t from, bool check_nfc,
                        std::vector<uint8_t>& chars) {
-  chars.resize(text.size());
+  constexpr uint64_t kHighBits = 0x8080808080808080ull;
+  chars.resize(text.size() + 3);
   NfcQuickCheck nfc;
   size_t safe_boundary = from;
   for (size_t pos = from; pos < text.size();) {
-    const unsigned char b = static_cast<unsigned char>(text[pos]);
-    if (b < 0x80) {
-      chars[pos] = kAsciiChars[b];
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      // ASCII is a safe boundary that passes the check; eight bytes at once where all are ASCII.
+      uint64_t eight = kHighBits;
+      if (pos + 8 <= text.size()) std::memcpy(&eight, text.data() + pos, 8);
+      const size_t end = eight & kHighBits ? pos + 1 : pos + 8;
+      for (; pos < end; ++pos) chars[pos] = kAsciiChars[static_cast<unsigned char>(text[pos])];
       nfc.add_ascii();
-      safe_boundary = pos++;
+      safe_boundary = pos - 1;
       continue;
     }
     const DecodedChar c = decode_utf8(text, pos);
     const uint8_t flags = unicode_flags(c.cp);
-    chars[pos] = uint8_t((flags & unicode_flag::kClassMask) | c.length << kLengthShift);
+    const uint8_t cls = flags & unicode_flag::kClassMask;
+    chars[pos] = uint8_t(cls | c.length << kLengthShift);
+    // Its continuation bytes (what lies past the character is overwritten by the next ones).
+    chars[pos + 1] = chars[pos + 2] = chars[pos + 3] = cls;
     if (check_nfc) {
       if (is_nfc_safe_boundary(flags)) safe_boundary = pos;
       nfc.add(c.cp, flags);

@@ -30,12 +30,12 @@ enum class PreTokenizerPattern { kQwen2, kLlama3 };
 // The pattern whose regex source (as written in tokenizer.json) is `regex`, if we implement it.
 std::optional<PreTokenizerPattern> pre_tokenizer_pattern_from_regex(std::string_view regex);
 
-// Resizes `chars` to text.size() and writes, at the index of each character's first byte from
-// `from` on, its CharClass (bits 0-1) and its length in bytes (bits 2-4); other entries are left
-// unspecified. With `check_nfc`, stops at the first character that fails NFC's quick check and
-// returns the last NFC-safe boundary before it (nfc.h; unicode_classes.h): text before it is in
-// NFC and stays as it is, the rest must be normalized and scanned again. Otherwise, and when the
-// whole text passes, returns text.size().
+// Resizes `chars` to text.size() + 3 and writes, at the index of each character's first byte from
+// `from` on, its CharClass (bits 0-1) and its length in bytes (bits 2-4), and at its other bytes
+// its CharClass alone; entries past the text are unspecified. With `check_nfc`, stops at the first
+// character that fails NFC's quick check and returns the last NFC-safe boundary before it (nfc.h;
+// unicode_classes.h): text before it is in NFC and stays as it is, the rest must be normalized and
+// scanned again. Otherwise, and when the whole text passes, returns text.size().
 size_t scan_characters(std::string_view text, size_t from, bool check_nfc,
                        std::vector<uint8_t>& chars);
 
