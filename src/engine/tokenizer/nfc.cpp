@@ -61,10 +61,11 @@ char32_t compose_pair(char32_t first, char32_t second) {
   return 0;
 }
 
-// NFC of a span that starts at a safe boundary and ends before one (or at the end of the text).
-void append_normalized_span(std::string_view text, std::string& out) {
-  std::vector<CodePoint> chars;
-  chars.reserve(text.size());
+}  // namespace
+
+void append_nfc_span(std::string_view text, std::string& out) {
+  thread_local std::vector<CodePoint> chars;  // reused: a span per failing character
+  chars.clear();
   for (size_t pos = 0; pos < text.size();) {
     const DecodedChar c = decode_utf8(text, pos);
     pos += c.length;
@@ -106,7 +107,15 @@ void append_normalized_span(std::string_view text, std::string& out) {
   for (size_t i = 0; i < kept; ++i) append_utf8(out, chars[i].cp);
 }
 
-}  // namespace
+size_t nfc_span_end(std::string_view text, size_t pos) {
+  pos += decode_utf8(text, pos).length;
+  while (pos < text.size()) {
+    const DecodedChar c = decode_utf8(text, pos);
+    if (is_nfc_safe_boundary(unicode_flags(c.cp))) break;
+    pos += c.length;
+  }
+  return pos;
+}
 
 bool nfc_quick_check(std::string_view text) {
   NfcQuickCheck check;
@@ -155,14 +164,9 @@ bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
       out.clear();
       out.reserve(text.size() + text.size() / 8);
     }
-    size_t end = pos + c.length;
-    while (end < text.size()) {
-      const DecodedChar d = decode_utf8(text, end);
-      if (is_nfc_safe_boundary(unicode_flags(d.cp))) break;
-      end += d.length;
-    }
+    const size_t end = nfc_span_end(text, pos);
     out.append(text.substr(copied, span_start - copied));
-    append_normalized_span(text.substr(span_start, end - span_start), out);
+    append_nfc_span(text.substr(span_start, end - span_start), out);
     copied = span_start = pos = end;
     last_ccc = 0;
   }

@@ -18,4 +18,13 @@ bool nfc_quick_check(std::string_view text);
 // NFC of `text`.
 std::string nfc_normalize(std::string_view text);
 
+// For normalizing on the way through a text (the tokenizer's scan_characters): a "safe boundary"
+// is a character for which is_nfc_safe_boundary (unicode_classes.h) holds, or the text's end;
+// NFC changes nothing across one.
+// The first safe boundary after the character at `pos`.
+size_t nfc_span_end(std::string_view text, size_t pos);
+// Appends NFC(span) to `out`; `span` starts at a safe boundary and ends at the next one after a
+// character that fails the quick check (nfc_span_end).
+void append_nfc_span(std::string_view span, std::string& out);
+
 }  // namespace gpufrac::engine

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <span>
 
+#include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/unicode_classes.h"
 
 namespace gpufrac::engine {
@@ -137,37 +138,71 @@ std::optional<PreTokenizerPattern> pre_tokenizer_pattern_from_regex(std::string_
   return std::nullopt;
 }
 
-size_t scan_characters(std::string_view text, size_t from, bool check_nfc,
-                       std::vector<uint8_t>& chars) {
+namespace {
+
+// Records a non-ASCII character (or invalid byte) of `flags` and `length` at chars[at].
+void record_char(uint8_t* chars, size_t at, uint8_t flags, uint32_t length) {
+  const uint8_t cls = flags & unicode_flag::kClassMask;
+  chars[at] = uint8_t(cls | length << kLengthShift);
+  // Its continuation bytes (what lies past the character is overwritten by the next ones).
+  chars[at + 1] = chars[at + 2] = chars[at + 3] = cls;
+}
+
+// Records every character of text[from, to) (no NFC check).
+void record_chars(std::string_view text, size_t from, size_t to, uint8_t* chars) {
+  for (size_t pos = from; pos < to;) {
+    const DecodedChar c = decode_utf8(text, pos);
+    record_char(chars, pos, unicode_flags(c.cp), c.length);
+    pos += c.length;
+  }
+}
+
+}  // namespace
+
+std::string_view scan_characters(std::string_view text, bool normalize_nfc, std::string& normalized,
+                                 std::vector<uint8_t>& chars) {
   constexpr uint64_t kHighBits = 0x8080808080808080ull;
   chars.resize(text.size() + 3);
   NfcQuickCheck nfc;
-  size_t safe_boundary = from;
-  for (size_t pos = from; pos < text.size();) {
+  size_t safe_boundary = 0;  // the last safe boundary seen (nfc.h)
+  size_t copied = 0;         // once normalizing: text[0, copied) is in `normalized`, as NFC
+  size_t shift = 0;          // modulo 2^64: an input position's index in the output
+  for (size_t pos = 0; pos < text.size();) {
     if (static_cast<unsigned char>(text[pos]) < 0x80) {
       // ASCII is a safe boundary that passes the check; eight bytes at once where all are ASCII.
       uint64_t eight = kHighBits;
       if (pos + 8 <= text.size()) std::memcpy(&eight, text.data() + pos, 8);
       const size_t end = eight & kHighBits ? pos + 1 : pos + 8;
-      for (; pos < end; ++pos) chars[pos] = kAsciiChars[static_cast<unsigned char>(text[pos])];
+      for (; pos < end; ++pos) {
+        chars[pos + shift] = kAsciiChars[static_cast<unsigned char>(text[pos])];
+      }
       nfc.add_ascii();
       safe_boundary = pos - 1;
       continue;
     }
     const DecodedChar c = decode_utf8(text, pos);
     const uint8_t flags = unicode_flags(c.cp);
-    const uint8_t cls = flags & unicode_flag::kClassMask;
-    chars[pos] = uint8_t(cls | c.length << kLengthShift);
-    // Its continuation bytes (what lies past the character is overwritten by the next ones).
-    chars[pos + 1] = chars[pos + 2] = chars[pos + 3] = cls;
-    if (check_nfc) {
-      if (is_nfc_safe_boundary(flags)) safe_boundary = pos;
-      nfc.add(c.cp, flags);
-      if (!nfc.passed()) return safe_boundary;
-    }
+    record_char(chars.data(), pos + shift, flags, c.length);
     pos += c.length;
+    if (!normalize_nfc) continue;
+    if (is_nfc_safe_boundary(flags)) safe_boundary = pos - c.length;
+    nfc.add(c.cp, flags);
+    if (nfc.passed()) continue;
+    // Normalize from the last safe boundary to the next one; the text after it is checked anew.
+    const size_t end = nfc_span_end(text, pos - c.length);
+    if (copied == 0) normalized.clear();
+    normalized.append(text.substr(copied, safe_boundary - copied));
+    const size_t span_start = normalized.size();
+    append_nfc_span(text.substr(safe_boundary, end - safe_boundary), normalized);
+    chars.resize(normalized.size() + (text.size() - end) + 3);
+    record_chars(normalized, span_start, normalized.size(), chars.data());
+    shift = normalized.size() - end;
+    copied = safe_boundary = pos = end;
+    nfc = NfcQuickCheck();
   }
-  return text.size();
+  if (copied == 0) return text;
+  normalized.append(text.substr(copied));
+  return normalized;
 }
 
 void split_pre_tokens(std::string_view text, std::span<const uint8_t> chars,
@@ -183,7 +218,8 @@ void split_pre_tokens(std::string_view text, std::span<const uint8_t> chars,
 void split_pre_tokens(std::string_view text, PreTokenizerPattern pattern,
                       std::vector<std::string_view>& pieces) {
   std::vector<uint8_t> chars;
-  scan_characters(text, 0, /*check_nfc=*/false, chars);
+  std::string unused;
+  scan_characters(text, /*normalize_nfc=*/false, unused, chars);
   split_pre_tokens(text, chars, pattern, pieces);
 }
 

@@ -12,14 +12,15 @@
 // are the general categories, \s is Unicode White_Space (includes U+0085, not U+FEFF), and (?i)
 // lets U+017F (long s) match 's'. Bytes that are not valid UTF-8 count as "other" characters.
 //
-// Speed: scan_characters decodes each character once, recording its class and length, and runs
-// NFC's quick check on the way, so the tokenizer decodes the text once for both; the matcher then
+// Speed: scan_characters decodes each character once, recording its class and length, and
+// normalizes to NFC on the way, so the tokenizer decodes most text once for both; the matcher then
 // reads those bytes only. Pure functions, thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -30,14 +31,14 @@ enum class PreTokenizerPattern { kQwen2, kLlama3 };
 // The pattern whose regex source (as written in tokenizer.json) is `regex`, if we implement it.
 std::optional<PreTokenizerPattern> pre_tokenizer_pattern_from_regex(std::string_view regex);
 
-// Resizes `chars` to text.size() + 3 and writes, at the index of each character's first byte from
-// `from` on, its CharClass (bits 0-1) and its length in bytes (bits 2-4), and at its other bytes
-// its CharClass alone; entries past the text are unspecified. With `check_nfc`, stops at the first
-// character that fails NFC's quick check and returns the last NFC-safe boundary before it (nfc.h;
-// unicode_classes.h): text before it is in NFC and stays as it is, the rest must be normalized and
-// scanned again. Otherwise, and when the whole text passes, returns text.size().
-size_t scan_characters(std::string_view text, size_t from, bool check_nfc,
-                       std::vector<uint8_t>& chars);
+// Decodes each character of `text` once and writes, at the index of its first byte in `chars`,
+// its CharClass (bits 0-1) and its length in bytes (bits 2-4), and at its other bytes its
+// CharClass alone; entries past the text are unspecified. With `normalize_nfc`, the text is brought
+// to NFC on the way: where a character fails NFC's quick check, the span between the safe
+// boundaries around it is normalized into `normalized` (the rest copied), and `chars` describes
+// that text. Returns the text described: `text`, or `normalized` when NFC changed something.
+std::string_view scan_characters(std::string_view text, bool normalize_nfc, std::string& normalized,
+                                 std::vector<uint8_t>& chars);
 
 // Appends the pieces of `text` to `pieces` (views into `text`; together they are exactly `text`).
 // `chars`: what scan_characters wrote for this text.

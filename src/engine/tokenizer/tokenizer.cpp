@@ -5,7 +5,6 @@
 
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/byte_level.h"
-#include "engine/tokenizer/nfc.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace gpufrac::engine {
@@ -93,17 +92,10 @@ void Tokenizer::add_to_trie(std::string_view content, int32_t id) {
 
 void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& ids) const {
   if (text.empty()) return;
-  // One decoding pass serves NFC's quick check and the pre-tokenizer; from the last safe boundary
-  // before a character that fails the check, the text is normalized and scanned again.
+  // One decoding pass for NFC and the pre-tokenizer.
   thread_local std::vector<uint8_t> chars;
   std::string normalized;
-  if (const size_t clean = scan_characters(text, 0, nfc_, chars); clean < text.size()) {
-    normalized.reserve(text.size() + text.size() / 8);
-    normalized.assign(text.substr(0, clean));
-    normalized += nfc_normalize(text.substr(clean));
-    text = normalized;
-    scan_characters(text, clean, /*check_nfc=*/false, chars);
-  }
+  text = scan_characters(text, nfc_, normalized, chars);
   thread_local std::vector<std::string_view> pieces;
   pieces.clear();
   split_pre_tokens(text, chars, pattern_, pieces);
