@@ -2,6 +2,7 @@
 // UTF-8 validation, NFC and the ByteLevel alphabet.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,50 @@ TEST(Nfc, QuickCheck) {
   EXPECT_FALSE(nfc_quick_check("x\u0350\u0316"));  // 220 after 230: out of canonical order
   EXPECT_FALSE(nfc_quick_check("e\u0301"));        // U+0301 can compose: Maybe
   EXPECT_FALSE(nfc_quick_check("\u2126"));         // No
+}
+
+// The tokenizer's one pass: scan_characters' text is NFC(text), and its bytes give every
+// character's class and length (and continuation bytes the class), on random mixes of ASCII,
+// precomposed and decomposed Latin, marks out of canonical order, jamo, singletons, CJK, emoji
+// and invalid bytes, so that spans to normalize fall next to each other and at both ends.
+TEST(PreTokenizer, ScanNormalizesToNfcAndClassesEveryByte) {
+  const std::vector<std::string> parts = {"a",
+                                          " ",
+                                          "Hello ",
+                                          "\u00e9",
+                                          "e\u0301",
+                                          "x\u0350\u0316",
+                                          "\u0316",
+                                          "\u1100\u1161",
+                                          "\u11a8",
+                                          "\uac00",
+                                          "\u2126",
+                                          "\u0958",
+                                          "\u4f60\u597d",
+                                          "\U0001F600",
+                                          "\xff",
+                                          "\xe2\x82",
+                                          "\u0915\u093c",
+                                          "7",
+                                          "\n",
+                                          "12345678"};
+  std::mt19937 rng(7);
+  std::vector<uint8_t> chars;
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    for (int n = int(rng() % 12); n > 0; --n) text += parts[rng() % parts.size()];
+    std::string normalized;
+    const std::string_view scanned = scan_characters(text, true, normalized, chars);
+    ASSERT_EQ(std::string(scanned), nfc_normalize(text)) << text;
+    ASSERT_GE(chars.size(), scanned.size());
+    for (size_t pos = 0; pos < scanned.size();) {
+      const DecodedChar c = decode_utf8(scanned, pos);
+      const uint8_t cls = uint8_t(char_class(c.cp));
+      ASSERT_EQ(chars[pos], cls | c.length << 2) << text << " at " << pos;
+      for (size_t i = 1; i < c.length; ++i) ASSERT_EQ(chars[pos + i], cls) << text;
+      pos += c.length;
+    }
+  }
 }
 
 TEST(ByteLevel, RoundTripsEveryByte) {
