@@ -123,13 +123,19 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
     ids[at] = merged[at];
     pair[right] = kNoPair;
     next[at] = uint8_t(after);
-    if (after < n) {
-      prev[after] = uint8_t(at);
+    const size_t before = prev[at];
+    if (after < n) prev[after] = uint8_t(at);
+    if (after < n && before != kNone) {
+      const auto [with_after, with_before] =
+          merges_.find_two(ids[at], ids[after], ids[before], ids[at]);
+      set_pair(at, with_after);
+      set_pair(before, with_before);
+    } else if (after < n) {
       set_pair(at, merges_.find(ids[at], ids[after]));
     } else {
       pair[at] = kNoPair;
+      if (before != kNone) set_pair(before, merges_.find(ids[before], ids[at]));
     }
-    if (prev[at] != kNone) set_pair(prev[at], merges_.find(ids[prev[at]], ids[at]));
   }
   for (size_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
 }
@@ -185,15 +191,19 @@ void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) cons
     ids[at] = merged[at];
     next[at] = next[right];
     set(size_t(right), kNoPair);
-    if (next[at] >= 0) {
-      prev[next[at]] = at;
-      set(size_t(at), leaf(merges_.find(ids[at], ids[next[at]]), size_t(at)));
+    const int32_t after = next[at], before = prev[at];
+    if (after >= 0) prev[after] = at;
+    if (after >= 0 && before >= 0) {
+      const auto [with_after, with_before] =
+          merges_.find_two(ids[at], ids[after], ids[before], ids[at]);
+      set(size_t(at), leaf(with_after, size_t(at)));
+      set(size_t(before), leaf(with_before, size_t(before)));
+    } else if (after >= 0) {
+      set(size_t(at), leaf(merges_.find(ids[at], ids[after]), size_t(at)));
     } else {
       set(size_t(at), kNoPair);
-    }
-    if (prev[at] >= 0) {
-      const size_t p = size_t(prev[at]);
-      set(p, leaf(merges_.find(ids[p], ids[at]), p));
+      if (before >= 0)
+        set(size_t(before), leaf(merges_.find(ids[before], ids[at]), size_t(before)));
     }
   }
   for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);

@@ -67,13 +67,20 @@ class MergeTable {
   Found find(int32_t left, int32_t right) const {
     const uint64_t key = pair_key(left, right);
     const uint64_t hash = mix(key);
-    const uint64_t bits = filter_bits(hash);
-    if ((filter_[hash & (filter_.size() - 1)] & bits) != bits) return kNoMerge;
-    for (size_t i = hash >> shift_;; i = (i + 1) & (slots_.size() - 1)) {
-      const Slot& slot = slots_[i];
-      if (slot.key == key) return slot.found;
-      if (slot.key == kEmpty) return kNoMerge;
-    }
+    return may_hold(hash) ? probe(key, hash) : kNoMerge;
+  }
+
+  // find(a_left, a_right) and find(b_left, b_right) with their memory reads overlapped: the two
+  // filter words are read before either is tested, and both slots are prefetched before either is
+  // probed (a merge's two new neighbour pairs; each read is often a cache miss).
+  std::array<Found, 2> find_two(int32_t a_left, int32_t a_right, int32_t b_left,
+                                int32_t b_right) const {
+    const uint64_t a_key = pair_key(a_left, a_right), b_key = pair_key(b_left, b_right);
+    const uint64_t a_hash = mix(a_key), b_hash = mix(b_key);
+    const bool a_may = may_hold(a_hash), b_may = may_hold(b_hash);
+    if (a_may) __builtin_prefetch(&slots_[a_hash >> shift_]);
+    if (b_may) __builtin_prefetch(&slots_[b_hash >> shift_]);
+    return {a_may ? probe(a_key, a_hash) : kNoMerge, b_may ? probe(b_key, b_hash) : kNoMerge};
   }
 
   // find(byte_ids[a], byte_ids[b]) without hashing.
@@ -99,6 +106,18 @@ class MergeTable {
   }
   static uint64_t filter_bits(uint64_t hash) {
     return uint64_t(1) << ((hash >> 32) & 63) | uint64_t(1) << ((hash >> 38) & 63);
+  }
+  // The Bloom filter's answer: false means certainly no merge.
+  bool may_hold(uint64_t hash) const {
+    const uint64_t bits = filter_bits(hash);
+    return (filter_[hash & (filter_.size() - 1)] & bits) == bits;
+  }
+  Found probe(uint64_t key, uint64_t hash) const {
+    for (size_t i = hash >> shift_;; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& slot = slots_[i];
+      if (slot.key == key) return slot.found;
+      if (slot.key == kEmpty) return kNoMerge;
+    }
   }
 
   std::vector<Slot> slots_;        // a power of two in size
