@@ -6,7 +6,7 @@
 // kMaxSlotsPerShard) so the slots of a small vocabulary of words stay in the CPU caches; a full
 // shard is cleared and starts over, so memory stays below 16 x (128 KiB of slots + 1 MiB arena).
 //
-// Thread-safety: lookup and insert may be called from many threads at once.
+// Thread-safety: lookup, insert and prefetch may be called from many threads at once.
 #pragma once
 
 #include <array>
