@@ -23,12 +23,13 @@ namespace gpufrac {
 namespace {
 
 CliArgs serve_args() {
-  CliArgs args("gpufrac serve --model PRESET|DIR [OPTIONS]",
-               "Serve one model with gpufrac's own engine behind an OpenAI-compatible HTTP API:\n"
-               "POST /v1/completions (prompt as text or token ids) and /v1/chat/completions\n"
-               "(messages through the model's chat template), streaming and not; POST /tokenize and\n"
-               "/detokenize; GET /v1/models, /health and /metrics (Prometheus). Continuous batching\n"
-               "with chunked prefill and a paged KV cache sized from the memory the process may use.");
+  CliArgs args(
+      "gpufrac serve --model PRESET|DIR [OPTIONS]",
+      "Serve one model with gpufrac's own engine behind an OpenAI-compatible HTTP API:\n"
+      "POST /v1/completions (prompt as text or token ids) and /v1/chat/completions\n"
+      "(messages through the model's chat template), streaming and not; POST /tokenize and\n"
+      "/detokenize; GET /v1/models, /health and /metrics (Prometheus). Continuous batching\n"
+      "with chunked prefill and a paged KV cache sized from the memory the process may use.");
   args.option("model", "PRESET|DIR",
               "a preset with seeded random weights (qwen3-4b, qwen3-0.6b, tiny) or a Hugging Face "
               "checkpoint directory (config.json + *.safetensors)")
@@ -72,47 +73,53 @@ CliArgs serve_args() {
               "seed of the preset weights and of sampling for requests that bring no seed", "0")
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
               "0")
-      .section("Example",
-               "  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak\n"
-               "  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \\\n"
-               "      --memory-budget 1G\n"
-               "  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-               "      -d '{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi!\"}],\n"
-               "           \"max_tokens\": 8, \"stream\": true, \"stream_options\": {\"include_usage\": true}}'\n"
-               "  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
-               "      -d '{\"model\": \"tiny\", \"prompt\": \"The capital of France is\", \"max_tokens\": 8,\n"
-               "           \"stop\": [\"\\n\"], \"temperature\": 0}'\n"
-               "  curl -s localhost:8000/tokenize -H 'Content-Type: application/json' \\\n"
-               "      -d '{\"model\": \"tiny\", \"prompt\": \"Hello world\"}'\n"
-               "  curl -s localhost:8000/metrics | grep kv_cache_blocks\n"
-               "\n"
-               "Serves the tiny preset (random weights, Qwen3's vocabulary and tokenizer) on the CPU\n"
-               "with a 1 GiB KV cache (tiny needs 1 KiB per token: 65536 blocks are possible, capped\n"
-               "at --max-num-seqs x --max-model-len / --block-size = 32768); streams a chat reply of\n"
-               "8 tokens as server-sent events (a role chunk, content deltas, a chunk with\n"
-               "finish_reason, a usage chunk, [DONE]); completes a text prompt up to the first\n"
-               "newline; counts the tokens of a text ({\"count\": 2, \"tokens\": [9707, 1879], ...});\n"
-               "then shows the KV blocks in use. Random weights make the replies gibberish.")
-      .section("Requests",
-               "/v1/completions: prompt as text (a string) or token ids (an array, or an array\n"
-               "holding one). /v1/chat/completions: messages [{role: system|user|assistant,\n"
-               "content: string or [{type: text, text}]}]; generation ends at the template's\n"
-               "end-of-turn token (<|im_end|>) unless ignore_eos. Fields: max_tokens (completions 16,\n"
-               "chat: what the context leaves) or max_completion_tokens, min_tokens, temperature\n"
-               "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16),\n"
-               "stop_token_ids, skip_special_tokens, stream, stream_options.include_usage. Stop\n"
-               "strings are matched across tokens and left out of the text. /tokenize: {prompt} or\n"
-               "{messages} -> {count, max_model_len, tokens}; /detokenize: {tokens} -> {prompt}.\n"
-               "Bad requests get an OpenAI-style error body: 400 (malformed, wrong types, token ids\n"
-               "outside the vocabulary, prompt + max_tokens over --max-model-len, text without a\n"
-               "tokenizer), 404 (unknown model), 413 (body too large), 429 (waiting queue full). A\n"
-               "client that disconnects cancels its request.")
-      .section("Tokenizer",
-               "Loaded at start from --tokenizer, the checkpoint directory, or (presets) the Qwen3\n"
-               "data of scripts/install-deps ($GPUFRAC_TOKENIZER_DIR overrides where). Without one\n"
-               "the server still starts: token-id prompts work, each token's text is its id\n"
-               "(\" 1234\"), and text prompts, chat, stop strings and /tokenize answer 400 naming\n"
-               "the fix.")
+      .section(
+          "Example",
+          "  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak\n"
+          "  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \\\n"
+          "      --memory-budget 1G\n"
+          "  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+          "      -d '{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": "
+          "\"Hi!\"}],\n"
+          "           \"max_tokens\": 8, \"stream\": true, \"stream_options\": {\"include_usage\": "
+          "true}}'\n"
+          "  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
+          "      -d '{\"model\": \"tiny\", \"prompt\": \"The capital of France is\", "
+          "\"max_tokens\": 8,\n"
+          "           \"stop\": [\"\\n\"], \"temperature\": 0}'\n"
+          "  curl -s localhost:8000/tokenize -H 'Content-Type: application/json' \\\n"
+          "      -d '{\"model\": \"tiny\", \"prompt\": \"Hello world\"}'\n"
+          "  curl -s localhost:8000/metrics | grep kv_cache_blocks\n"
+          "\n"
+          "Serves the tiny preset (random weights, Qwen3's vocabulary and tokenizer) on the CPU\n"
+          "with a 1 GiB KV cache (tiny needs 1 KiB per token: 65536 blocks are possible, capped\n"
+          "at --max-num-seqs x --max-model-len / --block-size = 32768); streams a chat reply of\n"
+          "8 tokens as server-sent events (a role chunk, content deltas, a chunk with\n"
+          "finish_reason, a usage chunk, [DONE]); completes a text prompt up to the first\n"
+          "newline; counts the tokens of a text ({\"count\": 2, \"tokens\": [9707, 1879], ...});\n"
+          "then shows the KV blocks in use. Random weights make the replies gibberish.")
+      .section(
+          "Requests",
+          "/v1/completions: prompt as text (a string) or token ids (an array, or an array\n"
+          "holding one). /v1/chat/completions: messages [{role: system|user|assistant,\n"
+          "content: string or [{type: text, text}]}]; generation ends at the template's\n"
+          "end-of-turn token (<|im_end|>) unless ignore_eos. Fields: max_tokens (completions 16,\n"
+          "chat: what the context leaves) or max_completion_tokens, min_tokens, temperature\n"
+          "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16),\n"
+          "stop_token_ids, skip_special_tokens, stream, stream_options.include_usage. Stop\n"
+          "strings are matched across tokens and left out of the text. /tokenize: {prompt} or\n"
+          "{messages} -> {count, max_model_len, tokens}; /detokenize: {tokens} -> {prompt}.\n"
+          "Bad requests get an OpenAI-style error body: 400 (malformed, wrong types, token ids\n"
+          "outside the vocabulary, prompt + max_tokens over --max-model-len, text without a\n"
+          "tokenizer), 404 (unknown model), 413 (body too large), 429 (waiting queue full). A\n"
+          "client that disconnects cancels its request.")
+      .section(
+          "Tokenizer",
+          "Loaded at start from --tokenizer, the checkpoint directory, or (presets) the Qwen3\n"
+          "data of scripts/install-deps ($GPUFRAC_TOKENIZER_DIR overrides where). Without one\n"
+          "the server still starts: token-id prompts work, each token's text is its id\n"
+          "(\" 1234\"), and text prompts, chat, stop strings and /tokenize answer 400 naming\n"
+          "the fix.")
       .section("Stopping", "SIGINT or SIGTERM stop the server: in-flight requests are cancelled.");
   return args;
 }
@@ -128,7 +135,8 @@ int positive_int(const CliArgs& args, const std::string& name) {
 int serve_command(int argc, char** argv) {
   CliArgs args = serve_args();
   if (!args.parse(argc, argv)) return 0;
-  if (!args.has("model")) throw UsageError("--model is required: a preset (tiny, ...) or a directory");
+  if (!args.has("model"))
+    throw UsageError("--model is required: a preset (tiny, ...) or a directory");
 
   // Block the stop signals before any thread starts, so that every thread inherits the mask and
   // sigwait below is the one place they arrive.
@@ -150,45 +158,47 @@ int serve_command(int argc, char** argv) {
   options.block_size = positive_int(args, "block-size");
   options.scheduler.max_num_seqs = positive_int(args, "max-num-seqs");
   options.scheduler.max_num_batched_tokens = positive_int(args, "max-num-batched-tokens");
-  options.scheduler.max_tokens_with_decodes =
-      args.has("max-tokens-with-decodes") ? positive_int(args, "max-tokens-with-decodes")
-                                          : std::max(512, options.scheduler.max_num_seqs);
+  options.scheduler.max_tokens_with_decodes = args.has("max-tokens-with-decodes")
+                                                  ? positive_int(args, "max-tokens-with-decodes")
+                                                  : std::max(512, options.scheduler.max_num_seqs);
   options.max_waiting_requests = positive_int(args, "max-waiting-requests");
   options.seed = runner_options.seed;
-  if (options.scheduler.max_num_batched_tokens < options.scheduler.max_num_seqs) {
-    throw UsageError("--max-num-batched-tokens (" +
-                     std::to_string(options.scheduler.max_num_batched_tokens) +
-                     ") must be at least --max-num-seqs (" +
-                     std::to_string(options.scheduler.max_num_seqs) +
-                     "): every running sequence needs one token per decode step");
-  }
-  if (options.scheduler.max_tokens_with_decodes < options.scheduler.max_num_seqs) {
-    throw UsageError("--max-tokens-with-decodes (" +
-                     std::to_string(options.scheduler.max_tokens_with_decodes) +
-                     ") must be at least --max-num-seqs (" +
-                     std::to_string(options.scheduler.max_num_seqs) +
-                     "): a step may carry one decode per running sequence");
-  }
+  auto require_room_for_every_sequence = [&](const char* flag, int value, const char* why) {
+    if (value < options.scheduler.max_num_seqs) {
+      throw UsageError(std::string("--") + flag + " (" + std::to_string(value) +
+                       ") must be at least --max-num-seqs (" +
+                       std::to_string(options.scheduler.max_num_seqs) + "): " + why);
+    }
+  };
+  require_room_for_every_sequence("max-num-batched-tokens",
+                                  options.scheduler.max_num_batched_tokens,
+                                  "every running sequence needs one token per decode step");
+  require_room_for_every_sequence("max-tokens-with-decodes",
+                                  options.scheduler.max_tokens_with_decodes,
+                                  "a step may carry one decode per running sequence");
   uint64_t max_request_bytes = parse_bytes(args.get("max-request-bytes"), "--max-request-bytes");
   std::string memory_budget = args.get("memory-budget");
   // The runner sizes its step buffers and decode graphs for these limits, not for the defaults.
   runner_options.max_num_batched_tokens = options.scheduler.max_num_batched_tokens;
   runner_options.max_num_seqs = options.scheduler.max_num_seqs;
-  runner_options.max_model_len = args.has("max-model-len") ? positive_int(args, "max-model-len") : 0;
+  runner_options.max_model_len =
+      args.has("max-model-len") ? positive_int(args, "max-model-len") : 0;
 
   std::unique_ptr<engine::ModelRunner> runner = engine::create_model_runner(runner_options);
   const engine::ModelConfig& config = runner->config();
   int model_max = config.max_position_embeddings;
-  options.max_model_len = runner_options.max_model_len > 0 ? runner_options.max_model_len : model_max;
+  options.max_model_len =
+      runner_options.max_model_len > 0 ? runner_options.max_model_len : model_max;
   if (model_max > 0 && options.max_model_len > model_max) {
     throw UsageError("--max-model-len " + std::to_string(options.max_model_len) + " exceeds the " +
                      "model's max_position_embeddings (" + std::to_string(model_max) + ")");
   }
-  uint64_t budget = engine::resolve_kv_memory_budget(memory_budget, runner->available_memory_bytes());
+  uint64_t budget =
+      engine::resolve_kv_memory_budget(memory_budget, runner->available_memory_bytes());
   uint64_t block_bytes = runner->kv_block_bytes(options.block_size);
-  options.num_kv_blocks = engine::kv_pool_blocks(budget, block_bytes, options.block_size,
-                                                 options.max_model_len,
-                                                 options.scheduler.max_num_seqs);
+  options.num_kv_blocks =
+      engine::kv_pool_blocks(budget, block_bytes, options.block_size, options.max_model_len,
+                             options.scheduler.max_num_seqs);
 
   engine::ServedTokenizerOptions tokenizer_options;
   tokenizer_options.model = runner_options.model;

@@ -74,6 +74,10 @@ class ServeProcess {
   // SIGTERM, then the exit status (or -1 if it did not exit within 30 s).
   int terminate() {
     ::kill(pid_, SIGTERM);
+    return wait_exit();
+  }
+  // The exit status once the process ends by itself (or -1 if it did not within 30 s).
+  int wait_exit() {
     for (int i = 0; i < 300; ++i) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {

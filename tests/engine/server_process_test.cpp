@@ -31,7 +31,8 @@ using namespace std::chrono_literals;
 
 std::string prompt_of(int i) {
   std::string p = "[";
-  for (int t = 0; t < 8 + i % 24; ++t) p += (t ? "," : "") + std::to_string((i * 7919 + t * 104729) % 151936);
+  for (int t = 0; t < 8 + i % 24; ++t)
+    p += (t ? "," : "") + std::to_string((i * 7919 + t * 104729) % 151936);
   return p + "]";
 }
 
@@ -111,7 +112,8 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
   std::vector<std::thread> leavers;
   for (int i = 0; i < 32; ++i) {
     leavers.emplace_back([&, i] {
-      http_exchange(port, http_post("/v1/completions", stream_body(i, 200)), 300, "\"token_ids\":[");
+      http_exchange(port, http_post("/v1/completions", stream_body(i, 200)), 300,
+                    "\"token_ids\":[");
     });
   }
   for (auto& c : leavers) c.join();
@@ -127,11 +129,12 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
 // run below wants.
 Json run_bench(int port, const std::string& out, int concurrency, int requests, int osl,
                const std::string& timeout = "600") {
-  std::string command = std::string(std::getenv("GPUFRAC_BIN")) + " bench --target http://127.0.0.1:" +
-                        std::to_string(port) + " --isl 64 --osl " + std::to_string(osl) +
-                        " --concurrency " + std::to_string(concurrency) + " --requests " +
-                        std::to_string(requests) + " --warmup 0 --request-timeout " + timeout +
-                        " --no-progress --out " + out + " > " + out + ".log 2>&1";
+  std::string command = std::string(std::getenv("GPUFRAC_BIN")) +
+                        " bench --target http://127.0.0.1:" + std::to_string(port) +
+                        " --isl 64 --osl " + std::to_string(osl) + " --concurrency " +
+                        std::to_string(concurrency) + " --requests " + std::to_string(requests) +
+                        " --warmup 0 --request-timeout " + timeout + " --no-progress --out " + out +
+                        " > " + out + ".log 2>&1";
   std::filesystem::remove_all(out);
   (void)std::system(command.c_str());
   std::ifstream summary(out + "/dedicated-m1/c" + std::to_string(concurrency) + "/summary.json");
@@ -167,6 +170,19 @@ TEST(SERVE_SUITE, AnswersGpufracBenchAtConcurrency1To256WithoutLeaks) {
             aborted_before + 32);
   std::filesystem::remove_all(out);
   EXPECT_EQ(serve.terminate(), 0) << serve.log();
+}
+
+// A step budget too small for one token per running sequence is a flag error naming both flags,
+// before any model is loaded.
+TEST(SERVE_SUITE, StepBudgetsBelowMaxNumSeqsAreOneLineErrors) {
+  for (const char* flag : {"--max-num-batched-tokens", "--max-tokens-with-decodes"}) {
+    ServeProcess serve({"--model", SERVE_MODEL, "--device", SERVE_DEVICE, "--port",
+                        std::to_string(free_port()), "--max-num-seqs", "64", flag, "32"});
+    EXPECT_EQ(serve.wait_exit(), 2) << serve.log();
+    EXPECT_NE(serve.log().find(std::string(flag) + " (32) must be at least --max-num-seqs (64)"),
+              std::string::npos)
+        << serve.log();
+  }
 }
 
 }  // namespace
