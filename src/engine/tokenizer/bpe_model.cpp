@@ -1,7 +1,6 @@
 #include "engine/tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include "engine/tokenizer/word_cache.h"
@@ -17,7 +16,8 @@ constexpr MergeTable::Found kNoMerge = MergeTable::kNoMerge;
 std::array<int32_t, 256> BpeModel::byte_ids_of(const BytesToId& vocab) {
   std::array<int32_t, 256> ids{};
   for (int b = 0; b < 256; ++b) {
-    const auto it = vocab.find(std::string_view(std::string(1, char(b))));
+    const char byte = char(b);
+    const auto it = vocab.find(std::string_view(&byte, 1));
     if (it == vocab.end()) {
       throw std::invalid_argument("the vocabulary has no token for byte " + std::to_string(b) +
                                   " (not a byte-level BPE vocabulary)");
@@ -27,7 +27,7 @@ std::array<int32_t, 256> BpeModel::byte_ids_of(const BytesToId& vocab) {
   return ids;
 }
 
-BpeModel::BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
+BpeModel::BpeModel(const BytesToId& vocab, const std::vector<BpeMerge>& merges, bool ignore_merges)
     : vocab_(vocab),
       byte_ids_(byte_ids_of(vocab)),
       merges_(merges, byte_ids_),
@@ -44,6 +44,7 @@ void BpeModel::encode_words(std::span<const std::string_view> words,
   constexpr size_t kAhead = 4;
   uint64_t hashes[kAhead] = {};
   auto start = [&](size_t i) {
+    hashes[i % kAhead] = 0;  // no hash: a piece encode_word does not look up by hash
     if (i >= words.size() || words[i].size() < 2) return;
     const bool cached = words[i].size() <= WordCache::kMaxWordBytes;
     if (!cached && !ignore_merges_) return;
@@ -96,7 +97,7 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
   constexpr uint64_t kNoPair = UINT64_MAX;
   constexpr uint8_t kNone = UINT8_MAX;
   int32_t ids[kShortWordBytes], merged[kShortWordBytes];
-  uint64_t pair[kShortWordBytes + 1];
+  uint64_t pair[kShortWordBytes];
   uint8_t prev[kShortWordBytes], next[kShortWordBytes];
   const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
   const size_t n = word.size();
@@ -110,7 +111,7 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
     next[i] = uint8_t(i + 1);  // n for the last
   }
   for (size_t i = 0; i + 1 < n; ++i) set_pair(i, merges_.find_bytes(bytes[i], bytes[i + 1]));
-  pair[n - 1] = pair[n] = kNoPair;  // pair[n]: padding for the scan below
+  pair[n - 1] = kNoPair;
   for (;;) {
     uint64_t best = pair[0], also = pair[1];  // two chains of compares, pairs at a time
     for (size_t i = 2; i + 1 < n; i += 2) {

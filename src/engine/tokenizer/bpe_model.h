@@ -34,7 +34,7 @@ class BpeModel {
   // `vocab`: raw bytes -> id, holding every single byte; `merges` in rank order. With
   // `ignore_merges` (Llama 3), a piece that is itself in the vocabulary is taken whole.
   // Throws std::invalid_argument when a single byte is missing from the vocabulary.
-  BpeModel(BytesToId vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
+  BpeModel(const BytesToId& vocab, const std::vector<BpeMerge>& merges, bool ignore_merges);
   ~BpeModel();
 
   // Appends the ids of each piece (non-empty), in order.

@@ -19,7 +19,6 @@
 #include <array>
 #include <cstdint>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 namespace gpufrac::engine {

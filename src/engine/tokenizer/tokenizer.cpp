@@ -47,6 +47,7 @@ void Tokenizer::encode_into(std::string_view text, const EncodeOptions& options,
 
 size_t Tokenizer::next_added_start(std::string_view text, size_t pos) const {
   const auto& first_bytes = added_trie_[0].children;
+  if (first_bytes.empty()) return text.size();
   if (first_bytes.size() == 1) {  // Qwen and Llama: every added token starts with '<'
     const void* found = std::memchr(text.data() + pos, first_bytes[0].first, text.size() - pos);
     return found ? size_t(static_cast<const char*>(found) - text.data()) : text.size();
@@ -55,14 +56,18 @@ size_t Tokenizer::next_added_start(std::string_view text, size_t pos) const {
   return pos;
 }
 
+int32_t Tokenizer::child_of(int32_t node, unsigned char byte) const {
+  for (const auto& [edge, child] : added_trie_[node].children) {
+    if (edge == byte) return child;
+  }
+  return -1;
+}
+
 size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) const {
   size_t length = 0;
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
-    int32_t next = -1;
-    for (const auto& [byte, child] : added_trie_[node].children) {
-      if (byte == static_cast<unsigned char>(text[i])) next = child;
-    }
+    const int32_t next = child_of(node, static_cast<unsigned char>(text[i]));
     if (next < 0) break;
     node = next;
     if (added_trie_[node].id >= 0) {
@@ -76,10 +81,7 @@ size_t Tokenizer::match_added(std::string_view text, size_t pos, int32_t& id) co
 void Tokenizer::add_to_trie(std::string_view content, int32_t id) {
   int32_t node = 0;
   for (const char c : content) {
-    int32_t next = -1;
-    for (const auto& [byte, child] : added_trie_[node].children) {
-      if (byte == static_cast<unsigned char>(c)) next = child;
-    }
+    int32_t next = child_of(node, static_cast<unsigned char>(c));
     if (next < 0) {
       next = int32_t(added_trie_.size());
       added_trie_[node].children.emplace_back(static_cast<unsigned char>(c), next);

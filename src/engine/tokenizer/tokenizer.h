@@ -89,6 +89,8 @@ class Tokenizer {
   // The first position >= pos where an added token may start (text.size() when none).
   size_t next_added_start(std::string_view text, size_t pos) const;
   // The length of the longest added token at text[pos...], with its id; 0 when none.
+  // The trie node reached from `node` by `byte`, or -1.
+  int32_t child_of(int32_t node, unsigned char byte) const;
   size_t match_added(std::string_view text, size_t pos, int32_t& id) const;
   // Adds an added token's content to the trie; of two with the same content the first stays.
   void add_to_trie(std::string_view content, int32_t id);

@@ -126,7 +126,7 @@ void WordCache::insert(std::string_view word, uint64_t hash, std::span<const int
   std::lock_guard guard(shard.lock);
   const size_t words = entry_words(word.size(), ids.size());
   if (shard.entries >= kMaxEntriesPerShard || shard.arena_words + words > kArenaWordsPerShard) {
-    shard.slots.clear();  // keeps its memory: a published pointer stays valid
+    shard.slots.clear();  // keeps its memory (a published pointer stays valid until a growth)
     shard.arena_words = 0;
     shard.entries = 0;
   }

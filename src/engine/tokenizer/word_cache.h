@@ -29,13 +29,17 @@ class WordCache {
   static uint64_t hash(std::string_view word);
 
   // Starts loading the slot where lookup(_, hash, _) will begin (a hint, no lock: call it a few
-  // words ahead, so that the slot is in the CPU cache when the lookup comes).
+  // words ahead, so that the slot is in the CPU cache when the lookup comes). The table and mask
+  // read here may be from different sizes, or the table already replaced by a larger one, so the
+  // address is formed as an integer: a prefetch of any address is harmless, pointer arithmetic
+  // past a table would not be.
   void prefetch(uint64_t hash) const {
     const Shard& shard = shards_[hash >> 60];
-    if (const Slot* slots = shard.prefetch_slots.load(std::memory_order_relaxed)) {
-      __builtin_prefetch(
-          slots + home_of(tag_of(hash), shard.prefetch_mask.load(std::memory_order_relaxed)));
-    }
+    const auto slots =
+        reinterpret_cast<uintptr_t>(shard.prefetch_slots.load(std::memory_order_relaxed));
+    if (slots == 0) return;
+    const size_t home = home_of(tag_of(hash), shard.prefetch_mask.load(std::memory_order_relaxed));
+    __builtin_prefetch(reinterpret_cast<const void*>(slots + home * sizeof(Slot)));
   }
 
   // Appends the ids of `word` to `out` when cached.
