@@ -115,7 +115,7 @@ void Engine::loop() {
     early_finishes_local_.clear();
     bool submitted = scheduler_.has_work() && submit_step();
     // One step stays on the device while the previous one's tokens are delivered.
-    if (in_flight_count_ > (submitted ? 1 : 0)) collect_step();
+    if (in_flight_count_ > (submitted && runner_.runs_ahead() ? 1 : 0)) collect_step();
     publish_gauges();
   }
   // The runner keeps nothing of this engine outstanding; the steps' tokens are not delivered.

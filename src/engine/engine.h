@@ -3,8 +3,9 @@
 // sink, finishing requests on their stop rules. It owns the KV block allocator and the
 // scheduler; the runner (and its KV memory, allocated here once) is borrowed and must outlive it.
 //
-// Steps are pipelined (runner.h): the loop schedules and submits step n+1, then collects step n
-// and delivers its tokens, so the device never waits for the CPU's per-step work. Step n+1 feeds
+// Steps are pipelined (runner.h) when the runner runs ahead (ModelRunner::runs_ahead): the loop
+// schedules and submits step n+1, then collects step n and delivers its tokens, so the device
+// never waits for the CPU's per-step work; otherwise each step is collected at once. Step n+1 feeds
 // step n's samples as placeholders (Sequence::kPendingToken) that the runner resolves on the
 // device. A request that step n finishes (EOS, stop id) may already be in step n+1: that step's
 // token for it is dropped. Requests that reach max_tokens are not scheduled past their last token.

@@ -84,6 +84,10 @@ class ModelRunner {
   // std::logic_error when no step is outstanding, RuntimeFailure when the step failed on the
   // device (the step is no longer outstanding either way).
   virtual void collect(StepResult& result) = 0;
+  // Whether submit() returns before the step has run (the device computes it meanwhile). Only
+  // then does the engine submit step n+1 before collecting step n; a runner that computes inside
+  // submit() would gain nothing from that and deliver every token one step late.
+  virtual bool runs_ahead() const = 0;
 
   // One step, synchronously, with no step outstanding: submit() then collect() (tests and
   // benchmarks).

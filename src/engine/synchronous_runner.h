@@ -1,9 +1,10 @@
 // SynchronousRunner: the ModelRunner base of backends that compute a step on the calling thread
 // (the CPU runner, the tests' FakeRunner). submit() computes the step at once and keeps its
-// result; collect() hands the kept results over, oldest first. So the engine's pipelining
-// (runner.h) costs such a runner nothing and changes none of its outputs: a placeholder token
-// (SequenceWork::previous_sample_row) is replaced by the id the previous step sampled, which is
-// already known here, before compute() sees the batch.
+// result; collect() hands the kept results over, oldest first. runs_ahead() is false, so the
+// engine collects each step before it schedules the next (a derived class may claim otherwise,
+// as FakeRunner does to test the engine's pipelined path); either way the outputs are the same:
+// a placeholder token (SequenceWork::previous_sample_row) is replaced by the id the previous step
+// sampled, which is already known here, before compute() sees the batch.
 //
 // Derived classes implement compute(), which sees only real token ids. Not thread-safe.
 #pragma once
@@ -35,6 +36,8 @@ class SynchronousRunner : public ModelRunner {
     previous_tokens_ = slot.next_tokens;
     ++outstanding_;
   }
+
+  bool runs_ahead() const override { return false; }
 
   void collect(StepResult& result) final {
     if (outstanding_ == 0) throw std::logic_error("collect: no step is outstanding");

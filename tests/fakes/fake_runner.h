@@ -36,6 +36,10 @@ struct FakeRunnerOptions {
   // false: hash only the last position's token (O(1) per sequence; for benchmarks, where hashing
   // the whole context would cost more than the engine being measured).
   bool hash_whole_context = true;
+  // What runs_ahead() claims: true (the default) drives the engine's pipelined path (step n+1
+  // submitted before step n is collected, placeholders), as with the CUDA runner; false, the
+  // CPU runner's one step at a time.
+  bool runs_ahead = true;
   // Runs at the start of every step (tests use it to block a step or to throw).
   std::function<void(const engine::StepBatch&)> on_step;
 };
@@ -51,6 +55,7 @@ class FakeRunner : public engine::SynchronousRunner {
     return options_.kv_bytes_per_token * uint64_t(block_size);
   }
   void allocate_kv_cache(int num_blocks, int block_size) override;
+  bool runs_ahead() const override { return options_.runs_ahead; }
 
   int32_t eos_token() const { return config_.vocab_size - 1; }
   int64_t steps() const { return steps_.load(); }

@@ -86,6 +86,7 @@ class CudaRunner final : public ModelRunner {
   void allocate_kv_cache(int num_blocks, int block_size) override;
   void submit(const StepBatch& batch) override;
   void collect(StepResult& result) override;
+  bool runs_ahead() const override { return true; }
 
   // For tests and benchmarks.
   int sm_count() const { return sm_count_; }
