@@ -20,17 +20,20 @@ YAML::Node YamlReader::load(const std::string& yaml_text) const {
 void YamlReader::fail(const YAML::Node& node, const std::string& field,
                       const std::string& problem) const {
   std::string where = source_;
-  if (node.IsDefined() && node.Mark().line >= 0) where += ":" + std::to_string(node.Mark().line + 1);
+  if (node.IsDefined() && node.Mark().line >= 0)
+    where += ":" + std::to_string(node.Mark().line + 1);
   throw UsageError(where + ": " + field + ": " + problem);
 }
 
 void YamlReader::check_keys(const YAML::Node& map, const std::string& field,
                             const std::vector<std::string>& allowed) const {
-  if (!map.IsMap()) fail(map, field.empty() ? "the spec" : field, "must be a mapping of fields (key: value)");
+  if (!map.IsMap())
+    fail(map, field.empty() ? "the spec" : field, "must be a mapping of fields (key: value)");
   std::set<std::string> seen;
   for (const auto& entry : map) {
     std::string key = entry.first.Scalar();
-    // yaml-cpp keeps the first of two equal keys silently; a spec saying `mode:` twice is a mistake.
+    // yaml-cpp keeps the first of two equal keys silently; a spec saying `mode:` twice is a
+    // mistake.
     if (!seen.insert(key).second) fail(entry.first, join(field, key), "is given twice; keep one");
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string list;
@@ -61,8 +64,9 @@ int64_t YamlReader::integer(const YAML::Node& node, const std::string& field, in
                             int64_t max) const {
   int64_t value = parsed(node, field, [&](const std::string& v) { return parse_int(v, field); });
   if (value < min || value > max) {
-    fail(node, field, std::to_string(value) + " is out of range; use " + std::to_string(min) +
-                          " to " + std::to_string(max));
+    fail(node, field,
+         std::to_string(value) + " is out of range; use " + std::to_string(min) + " to " +
+             std::to_string(max));
   }
   return value;
 }
@@ -71,8 +75,9 @@ double YamlReader::number(const YAML::Node& node, const std::string& field, doub
                           double max) const {
   double value = parsed(node, field, [&](const std::string& v) { return parse_double(v, field); });
   if (value < min || value > max) {
-    fail(node, field, scalar(node, field) + " is out of range; use a number from " +
-                          std::to_string(min) + " to " + std::to_string(max));
+    fail(node, field,
+         scalar(node, field) + " is out of range; use a number from " + std::to_string(min) +
+             " to " + std::to_string(max));
   }
   return value;
 }
@@ -89,7 +94,8 @@ double YamlReader::share(const YAML::Node& node, const std::string& field) const
   }
   if (percent) share /= 100;
   if (!(share > 0) || share > 1 + 1e-9) {
-    fail(node, field, "'" + raw + "' is not a share of the GPU; use a number in (0, 1] like 0.5, or 50%");
+    fail(node, field,
+         "'" + raw + "' is not a share of the GPU; use a number in (0, 1] like 0.5, or 50%");
   }
   return std::min(share, 1.0);
 }
@@ -101,7 +107,8 @@ std::vector<int64_t> YamlReader::integers(const YAML::Node& node, const std::str
     fail(node, field, "must be a number or a non-empty list of numbers, e.g. [1, 2, 4]");
   }
   std::vector<int64_t> values;
-  for (size_t i = 0; i < node.size(); ++i) values.push_back(integer(node[i], index(field, i), min, max));
+  for (size_t i = 0; i < node.size(); ++i)
+    values.push_back(integer(node[i], index(field, i), min, max));
   return values;
 }
 
@@ -112,7 +119,8 @@ std::vector<double> YamlReader::numbers(const YAML::Node& node, const std::strin
     fail(node, field, "must be a number or a non-empty list of numbers, e.g. [0.1, 0.5]");
   }
   std::vector<double> values;
-  for (size_t i = 0; i < node.size(); ++i) values.push_back(number(node[i], index(field, i), min, max));
+  for (size_t i = 0; i < node.size(); ++i)
+    values.push_back(number(node[i], index(field, i), min, max));
   return values;
 }
 

@@ -48,7 +48,9 @@ Engine::Engine(ModelRunner& runner, EngineOptions options)
   metrics_.kv_cache_blocks_total = options_.num_kv_blocks;
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
 void Engine::start() {
   std::lock_guard lock(mutex_);
@@ -82,9 +84,13 @@ Engine::Admission Engine::submit(uint64_t id, EngineRequest request,
   return Admission::kAccepted;
 }
 
-void Engine::cancel(uint64_t id) { finish_early(id, FinishReason::kCancelled); }
+void Engine::cancel(uint64_t id) {
+  finish_early(id, FinishReason::kCancelled);
+}
 
-void Engine::stop_request(uint64_t id) { finish_early(id, FinishReason::kStop); }
+void Engine::stop_request(uint64_t id) {
+  finish_early(id, FinishReason::kStop);
+}
 
 void Engine::finish_early(uint64_t id, FinishReason reason) {
   {
@@ -120,8 +126,7 @@ void Engine::loop() {
   }
   // The runner keeps nothing of this engine outstanding; the steps' tokens are not delivered.
   while (in_flight_count_ > 0) {
-    in_flight_first_ = (in_flight_first_ + 1) % 2;
-    --in_flight_count_;
+    pop_oldest_step();
     try {
       runner_.collect(result_);
     } catch (const std::exception& e) {
@@ -146,9 +151,9 @@ void Engine::admit(Pending& p) {
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
   sampling.seed = r.seed ? *r.seed : splitmix64(options_.seed ^ splitmix64(p.id));
-  auto sequence = std::make_unique<Sequence>(p.id, std::move(p.request.prompt),
-                                             std::move(p.request.stop), sampling,
-                                             runner_.config().eos_token_ids);
+  auto sequence =
+      std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
+                                 sampling, runner_.config().eos_token_ids);
   scheduler_.add(sequence.get());
   active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
 }
@@ -159,7 +164,7 @@ bool Engine::submit_step() {
   publish_gauges();  // admissions and preemptions show while the step runs
   if (out.chunks.empty()) return false;
   const int64_t step = steps_submitted_;
-  InFlightStep& record = in_flight_[(in_flight_first_ + in_flight_count_) % 2];
+  InFlightStep& record = in_flight_[steps_submitted_ % 2];
   record.ids.clear();
   record.sampled.clear();
   for (const ScheduledChunk& c : out.chunks) record.ids.push_back(c.sequence->id());
@@ -186,8 +191,8 @@ bool Engine::submit_step() {
     runner_.submit(batch_);
   } catch (const std::exception& e) {
     // The step's requests fail; everyone else keeps being served.
-    log_error("engine: step submission failed, failing ", record.ids.size(), " requests: ",
-              e.what());
+    log_error("engine: step submission failed, failing ", record.ids.size(),
+              " requests: ", e.what());
     fail_requests(record.ids, e.what());
     return false;
   }
@@ -203,10 +208,14 @@ bool Engine::submit_step() {
   return true;
 }
 
-void Engine::collect_step() {
-  InFlightStep& step = in_flight_[in_flight_first_];
-  in_flight_first_ = (in_flight_first_ + 1) % 2;
+Engine::InFlightStep& Engine::pop_oldest_step() {
+  InFlightStep& step = in_flight_[(steps_submitted_ - in_flight_count_) % 2];
   --in_flight_count_;
+  return step;
+}
+
+void Engine::collect_step() {
+  InFlightStep& step = pop_oldest_step();
   try {
     runner_.collect(result_);
     if (result_.next_tokens.size() != step.sampled.size()) {
@@ -253,11 +262,20 @@ void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
                          std::move(error)};
   metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - a.arrival_ns) / 1e3);
   switch (reason) {
-    case FinishReason::kStop: ++metrics_.requests_finished_stop; break;
-    case FinishReason::kLength: ++metrics_.requests_finished_length; break;
-    case FinishReason::kCancelled: ++metrics_.requests_finished_abort; break;
-    case FinishReason::kError: ++metrics_.requests_finished_error; break;
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      ++metrics_.requests_finished_stop;
+      break;
+    case FinishReason::kLength:
+      ++metrics_.requests_finished_length;
+      break;
+    case FinishReason::kCancelled:
+      ++metrics_.requests_finished_abort;
+      break;
+    case FinishReason::kError:
+      ++metrics_.requests_finished_error;
+      break;
+    case FinishReason::kNone:
+      break;
   }
   std::shared_ptr<RequestSink> sink = std::move(a.sink);
   active_.erase(it);

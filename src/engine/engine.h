@@ -126,6 +126,8 @@ class Engine {
   bool submit_step();
   // Collects the oldest in-flight step and delivers its tokens.
   void collect_step();
+  // Takes the oldest outstanding step out of the ring (the caller collects it from the runner).
+  InFlightStep& pop_oldest_step();
   void fail_requests(const std::vector<uint64_t>& ids, const std::string& error);
   void finish(uint64_t id, FinishReason reason, std::string error = {});
   void publish_gauges();
@@ -159,8 +161,8 @@ class Engine {
   StepBatch batch_;
   StepResult result_;
   int64_t steps_submitted_ = 0;
-  InFlightStep in_flight_[2];  // ring: at most two steps are outstanding (runner.h)
-  int in_flight_first_ = 0;
+  // Ring of the outstanding steps (at most two, runner.h): step s is in_flight_[s % 2].
+  InFlightStep in_flight_[2];
   int in_flight_count_ = 0;
 };
 

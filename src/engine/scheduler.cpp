@@ -60,7 +60,9 @@ const SchedulerOutput& Scheduler::schedule() {
     }
     ++i;
   }
-  // 3. Admission, strictly FCFS. Not after a preemption: the pool is short already.
+  // 3. Admission, strictly FCFS. Not after a preemption: the pool is short already (and so a
+  //    sequence preempted in this pass, whose last token may still be a placeholder of the step
+  //    in flight, is never recomputed in the same step: the engine relies on that).
   while (output_.num_preempted == 0 && !waiting_.empty() &&
          running_.size() < static_cast<size_t>(config_.max_num_seqs) && budget_left_ > 0) {
     Sequence* s = waiting_.front();

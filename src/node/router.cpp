@@ -11,8 +11,8 @@ namespace {
 
 void send_error(HttpResponse& response, int status, const std::string& message, const char* type,
                 const char* param, const char* code, std::vector<std::string> headers = {}) {
-  response.send(status, "application/json", openai_error_body(message, type, param ? param : "", code),
-                std::move(headers));
+  response.send(status, "application/json",
+                openai_error_body(message, type, param ? param : "", code), std::move(headers));
 }
 
 }  // namespace
@@ -25,23 +25,32 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models) : ser
     models_.push_back(std::move(model));
   }
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
-    server_.route("POST", path, [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
-      handle_completion(request, std::move(response));
-    });
+    server_.route("POST", path,
+                  [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
+                    handle_model_request(request, std::move(response));
+                  });
   }
-  server_.route("GET", "/v1/models", [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
-    handle_models(std::move(response));
-  });
-  server_.route("GET", "/health", [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
-    handle_health(std::move(response));
-  });
+  server_.route("GET", "/v1/models",
+                [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
+                  handle_models(std::move(response));
+                });
+  server_.route("GET", "/health",
+                [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
+                  handle_health(std::move(response));
+                });
 }
 
-Router::~Router() { stop(); }
+Router::~Router() {
+  stop();
+}
 
-void Router::start() { server_.start(); }
+void Router::start() {
+  server_.start();
+}
 
-void Router::stop() { server_.stop(); }
+void Router::stop() {
+  server_.stop();
+}
 
 void Router::set_replica(const std::string& model, int replica, ReplicaState state) {
   std::lock_guard lock(mutex_);
@@ -60,7 +69,8 @@ bool Router::wait_idle(double timeout_s) const {
   return true;
 }
 
-void Router::handle_completion(const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
+void Router::handle_model_request(const HttpRequest& request,
+                                  std::shared_ptr<HttpResponse> response) {
   if (draining_) {
     send_error(*response, 503, "this node is shutting down; send the request elsewhere",
                "service_unavailable", nullptr, "node_draining");
@@ -74,7 +84,8 @@ void Router::handle_completion(const HttpRequest& request, std::shared_ptr<HttpR
                  nullptr, "invalid_json");
     } else {
       send_error(*response, 400,
-                 std::string(why == RequestModelError::kNotAString ? "'model' must be a string" : "'model' is required") +
+                 std::string(why == RequestModelError::kNotAString ? "'model' must be a string"
+                                                                   : "'model' is required") +
                      ": name one of the models GET /v1/models lists",
                  "invalid_request_error", "model", "missing_model");
     }
@@ -129,8 +140,9 @@ void Router::handle_completion(const HttpRequest& request, std::shared_ptr<HttpR
   for (const char* header : {"authorization", "accept"}) {
     std::string_view value = request.header(header);
     if (value.empty()) continue;
-    upstream.headers.push_back(std::string(header == std::string("accept") ? "Accept" : "Authorization") +
-                               ": " + std::string(value));
+    upstream.headers.push_back(
+        std::string(header == std::string("accept") ? "Accept" : "Authorization") + ": " +
+        std::string(value));
   }
   proxy_.forward(std::move(upstream), std::move(response), [this, model, chosen](ProxyOutcome) {
     {
@@ -148,8 +160,13 @@ void Router::handle_models(std::shared_ptr<HttpResponse> response) {
     for (const Model& m : models_) {
       int ready = 0;
       for (const Replica& r : m.replicas) ready += r.state.ready ? 1 : 0;
-      data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "gpufrac"},
-                      {"ready", ready > 0}, {"replicas", m.replicas.size()}, {"ready_replicas", ready}});
+      data.push_back({{"id", m.name},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "gpufrac"},
+                      {"ready", ready > 0},
+                      {"replicas", m.replicas.size()},
+                      {"ready_replicas", ready}});
     }
   }
   response->send(200, "application/json", Json{{"object", "list"}, {"data", data}}.dump());
@@ -166,9 +183,10 @@ void Router::handle_health(std::shared_ptr<HttpResponse> response) {
     }
   }
   bool ok = not_ready.empty() && !draining_;
-  response->send(ok ? 200 : 503, "application/json",
-                 Json{{"status", ok ? "ok" : (draining_ ? "draining" : "starting")},
-                      {"not_ready", not_ready}}.dump());
+  response->send(
+      ok ? 200 : 503, "application/json",
+      Json{{"status", ok ? "ok" : (draining_ ? "draining" : "starting")}, {"not_ready", not_ready}}
+          .dump());
 }
 
 }  // namespace gpufrac

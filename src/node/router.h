@@ -1,8 +1,9 @@
 // The node's front door: one listen address for every model. POST /v1/completions,
-// /v1/chat/completions, /tokenize and /detokenize (vLLM's helpers) go to a ready replica of the model named in the body's "model" (the one
-// with the fewest requests in flight), relayed by UpstreamProxy (streams pass through chunk by
-// chunk; a client that disconnects closes the upstream request). GET /v1/models lists every model
-// with its readiness; GET /health is 200 when every model has a ready replica, else 503.
+// /v1/chat/completions, /tokenize and /detokenize (vLLM's helpers) go to a ready replica of the
+// model named in the body's "model" (the one with the fewest requests in flight), relayed by
+// UpstreamProxy (streams pass through chunk by chunk; a client that disconnects closes the upstream
+// request). GET /v1/models lists every model with its readiness; GET /health is 200 when every
+// model has a ready replica, else 503.
 //
 // Errors, OpenAI-style: unknown model 404 (code model_not_found), model known but no replica
 // ready 503 (code model_not_ready, Retry-After: 1), body not a JSON object or without a "model"
@@ -68,7 +69,9 @@ class Router {
     std::vector<Replica> replicas;
     size_t next = 0;  // round-robin start among equally loaded replicas
   };
-  void handle_completion(const HttpRequest& request, std::shared_ptr<HttpResponse> response);
+  // The completions, chat, /tokenize and /detokenize endpoints: proxied to a replica of the
+  // body's "model" (required here, though a single engine's /tokenize takes it as optional).
+  void handle_model_request(const HttpRequest& request, std::shared_ptr<HttpResponse> response);
   void handle_models(std::shared_ptr<HttpResponse> response);
   void handle_health(std::shared_ptr<HttpResponse> response);
 

@@ -1,6 +1,7 @@
 // Engine::stop_request, the early finish the server uses when a stop string matches: called from
-// a sink's on_token it ends the request before its next step as kStop (no further token, one
-// on_finish, blocks freed, counted as "stop"); ids that are unknown or already finished are
+// a sink's on_token it ends the request as kStop with no further token delivered (a step already
+// submitted may compute one more, which is dropped), one on_finish, blocks freed, counted as
+// "stop"; ids that are unknown or already finished are
 // ignored; and under load, with stops from sinks and cancels from another thread racing the
 // steps, every request finishes exactly once and every KV block comes back.
 #include <gtest/gtest.h>
@@ -94,7 +95,7 @@ bool blocks_reach_zero(const Engine& engine) {
   return false;
 }
 
-TEST(EngineStopRequest, FromOnTokenEndsTheRequestAsStopBeforeItsNextStep) {
+TEST(EngineStopRequest, FromOnTokenEndsTheRequestAsStopWithNoFurtherToken) {
   fakes::FakeRunner runner;
   Engine engine(runner, options(64));
   engine.start();

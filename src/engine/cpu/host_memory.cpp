@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/strings.h"
+
 namespace gpufrac::engine {
 namespace {
 
@@ -30,7 +32,7 @@ uint64_t read_proc_kib(const char* path, const std::string& name) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(name, 0) != 0) continue;
+    if (!starts_with(line, name)) continue;
     std::istringstream fields(line.substr(name.size()));
     uint64_t kib = 0;
     fields >> kib;
@@ -39,7 +41,9 @@ uint64_t read_proc_kib(const char* path, const std::string& name) {
   return 0;
 }
 
-uint64_t headroom(uint64_t limit, uint64_t used) { return used > limit ? 0 : limit - used; }
+uint64_t headroom(uint64_t limit, uint64_t used) {
+  return used > limit ? 0 : limit - used;
+}
 
 }  // namespace
 
@@ -52,7 +56,8 @@ uint64_t host_available_memory_bytes() {
   }
   rlimit data{};
   if (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY) {
-    available = std::min(available, headroom(data.rlim_cur, read_proc_kib("/proc/self/status", "VmData:")));
+    available =
+        std::min(available, headroom(data.rlim_cur, read_proc_kib("/proc/self/status", "VmData:")));
   }
   return available;
 }
