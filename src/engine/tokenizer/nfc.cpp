@@ -127,58 +127,17 @@ bool nfc_quick_check(std::string_view text) {
   return check.passed();
 }
 
-namespace {
-
-// When `text` may not be in NFC, sets `out` to NFC(text) and returns true; otherwise (the quick
-// check holds) returns false and leaves `out` alone. Spans between safe boundaries around the
-// characters the check rejects are normalized; the rest is copied.
-bool nfc_normalize_if_needed(std::string_view text, std::string& out) {
-  // Copy text through, normalizing only the spans around characters the quick check rejects.
-  bool needed = false;
-  size_t copied = 0;      // text[0, copied) is in `out`
-  size_t span_start = 0;  // the last safe boundary seen
-  uint8_t last_ccc = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {  // ASCII: a safe boundary
-      span_start = pos++;
-      last_ccc = 0;
-      continue;
-    }
-    const DecodedChar c = decode_utf8(text, pos);
-    const uint8_t flags = unicode_flags(c.cp);
-    if (is_nfc_safe_boundary(flags)) {
-      span_start = pos;
-      last_ccc = 0;
-      pos += c.length;
-      continue;
-    }
-    const uint8_t ccc = (flags & unicode_flag::kCombining) ? combining_class(c.cp) : 0;
-    if (!(flags & (unicode_flag::kNfcNo | unicode_flag::kNfcMaybe)) &&
-        !(ccc != 0 && last_ccc > ccc)) {
-      last_ccc = ccc;
-      pos += c.length;
-      continue;
-    }
-    if (!needed) {
-      needed = true;
-      out.clear();
-      out.reserve(text.size() + text.size() / 8);
-    }
-    const size_t end = nfc_span_end(text, pos);
-    out.append(text.substr(copied, span_start - copied));
-    append_nfc_span(text.substr(span_start, end - span_start), out);
-    copied = span_start = pos = end;
-    last_ccc = 0;
-  }
-  if (needed) out.append(text.substr(copied));
-  return needed;
-}
-
-}  // namespace
-
+// Span by span between safe boundaries: NFC changes nothing across one. The plain form of what
+// the tokenizer's scan_characters does on the way (which normalizes only the spans the quick
+// check rejects); the tests hold the two equal.
 std::string nfc_normalize(std::string_view text) {
   std::string out;
-  if (!nfc_normalize_if_needed(text, out)) out.assign(text);
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t end = nfc_span_end(text, pos);
+    append_nfc_span(text.substr(pos, end - pos), out);
+    pos = end;
+  }
   return out;
 }
 

@@ -23,8 +23,8 @@ std::string nfc_normalize(std::string_view text);
 // NFC changes nothing across one.
 // The first safe boundary after the character at `pos`.
 size_t nfc_span_end(std::string_view text, size_t pos);
-// Appends NFC(span) to `out`; `span` starts at a safe boundary and ends at the next one after a
-// character that fails the quick check (nfc_span_end).
+// Appends NFC(span) to `out`; `span` runs from a safe boundary (or the text's start) to the next
+// safe boundary after its first character (nfc_span_end).
 void append_nfc_span(std::string_view span, std::string& out);
 
 }  // namespace gpufrac::engine
