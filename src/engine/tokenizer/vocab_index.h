@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/tokenizer/word_cache.h"
+#include "engine/tokenizer/byte_hash.h"
 
 namespace gpufrac::engine {
 
@@ -31,7 +31,7 @@ class VocabIndex {
     while (capacity < 2 * vocab.size()) capacity *= 2;  // load factor <= 1/2
     slots_.assign(capacity, Slot{0, 0});
     for (const auto& [bytes, id] : vocab) {
-      const uint64_t hash = WordCache::hash(bytes);
+      const uint64_t hash = hash_bytes(bytes);
       const uint32_t offset = uint32_t(arena_.size());
       const EntryHeader header{id, uint32_t(bytes.size())};
       arena_.append(reinterpret_cast<const char*>(&header), sizeof(header));
@@ -39,23 +39,23 @@ class VocabIndex {
       arena_.resize((arena_.size() + 3) & ~size_t(3));
       size_t i = hash & (slots_.size() - 1);
       while (slots_[i].tag != 0) i = (i + 1) & (slots_.size() - 1);
-      slots_[i] = Slot{tag_of(hash), offset};
+      slots_[i] = Slot{hash_tag(hash), offset};
     }
   }
 
   // The id of `bytes`, or -1.
-  int32_t find(std::string_view bytes) const { return find(bytes, WordCache::hash(bytes)); }
-  // The same with `hash` = WordCache::hash(bytes), for a caller that has it already.
+  int32_t find(std::string_view bytes) const { return find(bytes, hash_bytes(bytes)); }
+  // The same with `hash` = hash_bytes(bytes), for a caller that has it already.
   int32_t find(std::string_view bytes, uint64_t hash) const {
-    const uint32_t tag = tag_of(hash);
+    const uint32_t tag = hash_tag(hash);
     for (size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
       const Slot slot = slots_[i];
       if (slot.tag == 0) return -1;
       if (slot.tag != tag) continue;
       EntryHeader header;
       std::memcpy(&header, arena_.data() + slot.offset, sizeof(header));
-      if (header.length == bytes.size() && std::memcmp(arena_.data() + slot.offset + sizeof(header),
-                                                       bytes.data(), bytes.size()) == 0) {
+      if (header.length == bytes.size() &&
+          same_bytes(arena_.data() + slot.offset + sizeof(header), bytes.data(), bytes.size())) {
         return header.id;
       }
     }
@@ -70,8 +70,6 @@ class VocabIndex {
     int32_t id;
     uint32_t length;
   };
-  static uint32_t tag_of(uint64_t hash) { return uint32_t(hash >> 32) | 1; }
-
   std::vector<Slot> slots_;  // a power of two in size
   std::string arena_;        // entries: EntryHeader, then the bytes padded to 4
 };

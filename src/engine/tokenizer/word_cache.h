@@ -19,14 +19,16 @@
 #include <thread>
 #include <vector>
 
+#include "engine/tokenizer/byte_hash.h"
+
 namespace gpufrac::engine {
 
 class WordCache {
  public:
   static constexpr size_t kMaxWordBytes = 256;
 
-  // Never 0. Pass the same value to lookup and insert.
-  static uint64_t hash(std::string_view word);
+  // Never 0 (byte_hash.h's hash_bytes). Pass the same value to lookup and insert.
+  static uint64_t hash(std::string_view word) { return hash_bytes(word); }
 
   // Starts loading the slot where lookup(_, hash, _) will begin (a hint, no lock: call it a few
   // words ahead, so that the slot is in the CPU cache when the lookup comes). The table and mask
@@ -89,7 +91,7 @@ class WordCache {
     size_t entries = 0;
   };
 
-  static uint32_t tag_of(uint64_t hash) { return uint32_t(hash >> 32) | 1; }
+  static uint32_t tag_of(uint64_t hash) { return hash_tag(hash); }
   // A tag's first slot: from the tag itself, so a table grows without rehashing its keys.
   static size_t home_of(uint32_t tag, size_t mask) { return (tag >> 1) & mask; }
   static void place(Shard& shard, Slot slot);
