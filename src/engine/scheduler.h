@@ -26,6 +26,9 @@
 
 namespace gpufrac::engine {
 
+// What `gpufrac serve` gives max_tokens_with_decodes when not told (or max_num_seqs if larger).
+inline constexpr int kDefaultMaxTokensWithDecodes = 512;
+
 struct SchedulerConfig {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;

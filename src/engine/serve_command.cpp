@@ -53,9 +53,12 @@ CliArgs serve_args() {
       .option("max-num-batched-tokens", "TOKENS",
               "token budget of one step (decodes first, then prompt chunks); >= --max-num-seqs",
               "8192")
-      .option("max-tokens-with-decodes", "TOKENS",
-              "token budget of a step that carries decodes, decodes included (>= --max-num-seqs; "
-              "default: 512, or --max-num-seqs if larger): prompts are cut into chunks of the "
+      .option(
+          "max-tokens-with-decodes", "TOKENS",
+          "token budget of a step that carries decodes, decodes included (>= --max-num-seqs; "
+          "default: " +
+              std::to_string(engine::kDefaultMaxTokensWithDecodes) +
+              ", or --max-num-seqs if larger): prompts are cut into chunks of the "
               "rest, so a decode never waits behind whole prompts (a 2048-token prompt of "
               "qwen3-4b takes ~36 ms on an H200). The rest must keep up with arrivals: raise it "
               "when input/output tokens x running sequences exceeds it (2048/256 x 32 = 256 fits)")
@@ -158,9 +161,10 @@ int serve_command(int argc, char** argv) {
   options.block_size = positive_int(args, "block-size");
   options.scheduler.max_num_seqs = positive_int(args, "max-num-seqs");
   options.scheduler.max_num_batched_tokens = positive_int(args, "max-num-batched-tokens");
-  options.scheduler.max_tokens_with_decodes = args.has("max-tokens-with-decodes")
-                                                  ? positive_int(args, "max-tokens-with-decodes")
-                                                  : std::max(512, options.scheduler.max_num_seqs);
+  options.scheduler.max_tokens_with_decodes =
+      args.has("max-tokens-with-decodes")
+          ? positive_int(args, "max-tokens-with-decodes")
+          : std::max(engine::kDefaultMaxTokensWithDecodes, options.scheduler.max_num_seqs);
   options.max_waiting_requests = positive_int(args, "max-waiting-requests");
   options.seed = runner_options.seed;
   auto require_room_for_every_sequence = [&](const char* flag, int value, const char* why) {
