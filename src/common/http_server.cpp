@@ -101,7 +101,9 @@ std::string openai_error_body(std::string_view message, std::string_view type,
   Json error = {{"message", message}, {"type", type}};
   error["param"] = param.empty() ? Json(nullptr) : Json(param);
   error["code"] = code.empty() ? Json(nullptr) : Json(code);
-  return Json{{"error", error}}.dump();
+  // The message may quote request bytes that are not UTF-8 (a path, a cut value): replaced with
+  // U+FFFD, so an error answer can always be written (a throw here would end the process).
+  return Json{{"error", error}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void send_openai_error(HttpResponse& response, int status, std::string_view message,

@@ -114,6 +114,12 @@ TEST_F(HttpServerTest, ErrorsAreOpenAiStyle) {
   EXPECT_EQ(body["error"]["type"], "not_found_error");
   EXPECT_EQ(http_request("POST", base_ + "/health", "x").status, 405);
   EXPECT_EQ(http_post_json(base_ + "/echo", std::string(2000, 'x')).status, 413);
+  // A path that is not UTF-8 is quoted in the 404's message with U+FFFD, not a crash.
+  std::string not_utf8 = raw_exchange(server_->port(), "GET /\xc3n\xff HTTP/1.1\r\n\r\n");
+  ASSERT_NE(not_utf8.find("404"), std::string::npos) << not_utf8;
+  Json quoted = Json::parse(not_utf8.substr(not_utf8.find("\r\n\r\n") + 4), nullptr, false);
+  ASSERT_TRUE(quoted.is_object()) << not_utf8;
+  EXPECT_EQ(quoted["error"]["message"], "no such endpoint: /\xef\xbf\xbdn\xef\xbf\xbd");
   std::string bad = raw_exchange(server_->port(), "NOT HTTP AT ALL\r\n\r\n");
   EXPECT_NE(bad.find("400 Bad Request"), std::string::npos) << bad;
   EXPECT_NE(bad.find("\"error\""), std::string::npos);
