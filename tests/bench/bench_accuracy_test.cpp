@@ -75,7 +75,12 @@ TEST_P(Accuracy, TtftAndItlP50WithinOneMillisecond) {
   raise_open_file_limit();
   const int c = GetParam();
   ScriptedSseServerProcess server = start_server({"--ttft-ms", "40", "--itl-ms", "10"});
-  Measured m = drive(server, c, std::max(8, 2 * c), std::min(16, 2 * c), 16);
+  // The first wave reaches the server as one burst of c requests (and c TCP handshakes), which
+  // its one HTTP thread takes in one after another: real server-side queueing, which bench
+  // rightly counts in TTFT, and at c = 256 on 2 busy cores worth several ms of the p50. So the
+  // whole first wave is warmup, as a real run's would be; from then on each request follows the
+  // completion of one before it, and the p50 measures bench, not the burst.
+  Measured m = drive(server, c, std::max(8, 2 * c), c, 16);
   EXPECT_EQ(m.metrics.failed, 0);
   EXPECT_EQ(m.metrics.completed, std::max(8, 2 * c));
   EXPECT_NEAR(m.metrics.ttft_ms.p50(), 40, 1.0) << "c=" << c;
