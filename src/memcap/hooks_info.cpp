@@ -129,6 +129,38 @@ void clamp_nvml(nvmlDevice_t device, unsigned long long* total, unsigned long lo
   *used = in_use;
 }
 
+// cuMemGetInfo and cuDeviceTotalMem in either width (the _v2 size_t and the pre-_v2 unsigned int
+// variants): the driver's report with the cap applied. Clamping only ever lowers the numbers,
+// so a 32-bit report still fits.
+template <typename Bytes>
+CUresult capped_mem_info(CUresult (*real)(Bytes*, Bytes*), Bytes* free_bytes, Bytes* total_bytes) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(free_bytes, total_bytes);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(free_bytes, total_bytes);
+  if (result != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return result;
+  uint64_t free = *free_bytes;
+  uint64_t total = *total_bytes;
+  clamp_report(current_device(), &free, &total);
+  *free_bytes = Bytes(free);
+  *total_bytes = Bytes(total);
+  return result;
+}
+
+template <typename Bytes>
+CUresult capped_total_mem(CUresult (*real)(Bytes*, CUdevice), Bytes* bytes, CUdevice device) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!cap_requested()) return real(bytes, device);
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  CUresult result = real(bytes, device);
+  if (result != CUDA_SUCCESS || bytes == nullptr) return result;
+  uint64_t total = *bytes;
+  uint64_t free = total;
+  clamp_report(device, &free, &total);
+  *bytes = Bytes(total);
+  return result;
+}
+
 }  // namespace
 
 extern "C" {
@@ -145,61 +177,19 @@ CUresult cuInit(unsigned int flags) {
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
-  auto real = REAL(cuMemGetInfo_v2);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!cap_requested()) return real(free_bytes, total_bytes);
-  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
-  CUresult result = real(free_bytes, total_bytes);
-  if (result != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return result;
-  uint64_t free = *free_bytes;
-  uint64_t total = *total_bytes;
-  clamp_report(current_device(), &free, &total);
-  *free_bytes = free;
-  *total_bytes = total;
-  return result;
+  return capped_mem_info(REAL(cuMemGetInfo_v2), free_bytes, total_bytes);
 }
 
 CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) {
-  auto real = REAL(cuMemGetInfo);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!cap_requested()) return real(free_bytes, total_bytes);
-  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
-  CUresult result = real(free_bytes, total_bytes);
-  if (result != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr) return result;
-  uint64_t free = *free_bytes;
-  uint64_t total = *total_bytes;
-  clamp_report(current_device(), &free, &total);  // only ever lowers, so it still fits
-  *free_bytes = unsigned(free);
-  *total_bytes = unsigned(total);
-  return result;
+  return capped_mem_info(REAL(cuMemGetInfo), free_bytes, total_bytes);
 }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
-  auto real = REAL(cuDeviceTotalMem_v2);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!cap_requested()) return real(bytes, device);
-  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
-  CUresult result = real(bytes, device);
-  if (result != CUDA_SUCCESS || bytes == nullptr) return result;
-  uint64_t total = *bytes;
-  uint64_t free = total;
-  clamp_report(device, &free, &total);
-  *bytes = total;
-  return result;
+  return capped_total_mem(REAL(cuDeviceTotalMem_v2), bytes, device);
 }
 
 CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice device) {
-  auto real = REAL(cuDeviceTotalMem);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!cap_requested()) return real(bytes, device);
-  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
-  CUresult result = real(bytes, device);
-  if (result != CUDA_SUCCESS || bytes == nullptr) return result;
-  uint64_t total = *bytes;
-  uint64_t free = total;
-  clamp_report(device, &free, &total);
-  *bytes = unsigned(total);
-  return result;
+  return capped_total_mem(REAL(cuDeviceTotalMem), bytes, device);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
