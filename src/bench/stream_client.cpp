@@ -1,7 +1,6 @@
 #include "bench/stream_client.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -53,8 +52,7 @@ std::string error_from_body(int status, const std::string& body) {
 
 struct StreamClient::Endpoint {
   HttpUrl url;
-  sockaddr_storage address{};
-  socklen_t address_length = 0;
+  SocketAddress address;
   std::string head_prefix;  // request line and fixed headers
 };
 
@@ -104,26 +102,18 @@ uint64_t raise_open_file_limit() {
 
 StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
     : timeout_ns_(int64_t(request_timeout_s * 1e9)), idle_(urls.size()), events_(kMaxEvents) {
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) throw RuntimeFailure("epoll_create1: " + describe_errno(errno));
   for (HttpUrl& url : urls) {
     Endpoint e;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
+    std::string error;
+    if (!resolve_socket_address(url, e.address, error)) throw RuntimeFailure(error);
     std::string port = std::to_string(url.port);
-    if (int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-      throw RuntimeFailure("cannot resolve " + url.host + ": " + ::gai_strerror(rc));
-    }
-    std::memcpy(&e.address, found->ai_addr, found->ai_addrlen);
-    e.address_length = found->ai_addrlen;
-    ::freeaddrinfo(found);
     e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + url.host + ":" + port +
                     "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n";
     e.url = std::move(url);
     endpoints_.push_back(std::move(e));
   }
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);  // last: a constructor that throws leaks nothing
+  if (epoll_fd_ < 0) throw RuntimeFailure("epoll_create1: " + describe_errno(errno));
   arena_.reserve(1 << 20);
 }
 
@@ -143,7 +133,7 @@ void StreamClient::set_interest(Connection& c, uint32_t events) {
 
 StreamClient::Connection* StreamClient::open_connection(int target) {
   const Endpoint& e = endpoints_[size_t(target)];
-  int fd = ::socket(e.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = ::socket(e.address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return nullptr;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -151,7 +141,7 @@ StreamClient::Connection* StreamClient::open_connection(int target) {
   c->id = next_id_++;
   c->fd = fd;
   c->target = target;
-  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&e.address), e.address_length);
+  int rc = ::connect(fd, e.address.get(), e.address.length);
   if (rc != 0 && errno != EINPROGRESS) {
     int error = errno;
     ::close(fd);

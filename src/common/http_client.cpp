@@ -30,18 +30,10 @@ bool wait_for(int fd, short events, int64_t deadline_ns) {
 }
 
 int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(url.port);
-  if (int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    error = std::string("cannot resolve ") + url.host + ": " + ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int rc = fd < 0 ? -1 : ::connect(fd, found->ai_addr, found->ai_addrlen);
-  ::freeaddrinfo(found);
+  SocketAddress address;
+  if (!resolve_socket_address(url, address, error)) return -1;
+  int fd = ::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : ::connect(fd, address.get(), address.length);
   if (rc != 0 && errno == EINPROGRESS) {
     if (!wait_for(fd, POLLOUT, deadline_ns)) {
       ::close(fd);
@@ -55,7 +47,8 @@ int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
     errno = so_error;
   }
   if (rc != 0) {
-    error = std::string("cannot connect to ") + url.host + ":" + port + ": " + std::strerror(errno);
+    error = "cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
+            std::strerror(errno);
     if (fd >= 0) ::close(fd);
     return -1;
   }
@@ -63,6 +56,22 @@ int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
 }
 
 }  // namespace
+
+bool resolve_socket_address(const HttpUrl& url, SocketAddress& out, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::string port = std::to_string(url.port);
+  if (int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    error = "cannot resolve " + url.host + ": " + ::gai_strerror(rc);
+    return false;
+  }
+  std::memcpy(&out.storage, found->ai_addr, found->ai_addrlen);
+  out.length = found->ai_addrlen;
+  ::freeaddrinfo(found);
+  return true;
+}
 
 HttpUrl parse_http_url(std::string_view url, std::string_view what) {
   auto bad = [&](std::string_view why) {

@@ -6,6 +6,8 @@
 // status 0 with `error` set; never throws for network errors.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,15 @@ struct HttpUrl {
 };
 // Parses "http://host:port/path"; throws UsageError naming `what` when it isn't one.
 HttpUrl parse_http_url(std::string_view url, std::string_view what);
+
+// Where a URL's host and port point for a TCP connection: getaddrinfo's first answer.
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+// False with `error` ("cannot resolve HOST: why") when the host does not resolve.
+bool resolve_socket_address(const HttpUrl& url, SocketAddress& out, std::string& error);
 
 struct HttpReply {
   int status = 0;  // 0: no HTTP reply (see error)
