@@ -15,7 +15,7 @@
 #include "node/node_state.h"
 #include "node/process.h"
 #include "fake_engine_spec.h"
-#include "stream_client.h"
+#include "common/raw_http_exchange.h"
 
 namespace gpufrac {
 namespace {
@@ -92,7 +92,7 @@ TEST_F(CpuNodeTest, KillNineGives503ThenRestartsWhileTheOtherModelsStreamsComple
   ProcessId victim = find(*node, "a", keep)->process;
 
   // Streams of b that are in flight while a is killed: 100 tokens, 20 ms apart (~2 s each).
-  std::vector<testing::StreamResult> streams(6);
+  std::vector<testing::RawReply> streams(6);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < streams.size(); ++i) {
     clients.emplace_back([&, i] { streams[i] = stream_request(node->port(), "/v1/completions", body("b", 100), 20); });
@@ -119,7 +119,7 @@ TEST_F(CpuNodeTest, KillNineGives503ThenRestartsWhileTheOtherModelsStreamsComple
   EXPECT_EQ(http_post_json(node->url() + "/v1/completions", body("a", 2)).status, 200);
 
   for (std::thread& c : clients) c.join();
-  for (const testing::StreamResult& s : streams) {
+  for (const testing::RawReply& s : streams) {
     EXPECT_TRUE(s.complete) << s.error;
     EXPECT_EQ(s.status, 200);
     EXPECT_NE(s.body.find("[DONE]"), std::string::npos);
@@ -189,7 +189,7 @@ TEST_F(CpuNodeTest, ASecondNodeInTheSameRunDirIsRefused) {
 
 TEST_F(CpuNodeTest, DownDrainsRequestsInFlight) {
   std::unique_ptr<Node> node = Node::up(spec(fake_model("a", "{compute: 1, memory: 0.1}", "", 20)));
-  testing::StreamResult stream;
+  testing::RawReply stream;
   std::thread client([&] { stream = stream_request(node->port(), "/v1/completions", body("a", 50), 20); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   node->down();  // returns once the stream has been served to its end

@@ -14,7 +14,7 @@
 #include "node/node_state.h"
 #include "node/process.h"
 #include "fake_engine_spec.h"
-#include "stream_client.h"
+#include "common/raw_http_exchange.h"
 
 namespace gpufrac {
 namespace {

@@ -9,7 +9,7 @@
 #include "common/json.h"
 #include "node/request_model.h"
 #include "node/router.h"
-#include "stream_client.h"
+#include "common/raw_http_exchange.h"
 
 namespace gpufrac {
 namespace {
@@ -52,7 +52,7 @@ Setup& setup() {
 void run(benchmark::State& state, bool through_router, const char* body) {
   int port = through_router ? setup().router.port() : setup().upstream.port();
   for (auto _ : state) {
-    testing::StreamResult r = testing::stream_request(port, "/v1/completions", body, 5);
+    testing::RawReply r = testing::stream_request(port, "/v1/completions", body, 5);
     if (!r.complete) state.SkipWithError("request failed");
   }
 }

@@ -11,7 +11,7 @@
 #include "common/http_client.h"
 #include "common/json.h"
 #include "node_test_util.h"
-#include "stream_client.h"
+#include "common/raw_http_exchange.h"
 
 namespace gpufrac {
 namespace {
@@ -173,7 +173,7 @@ TEST(Router, ClientDisconnectClosesTheUpstreamRequest) {
   Router router({}, {{"a", 1}});
   router.set_replica("a", 0, ready_at(a.port()));
   router.start();
-  auto partial = stream_request(router.port(), "/v1/completions", R"({"model":"a"})", 10, 1);
+  auto partial = stream_request(router.port(), "/v1/completions", R"({"model":"a"})", 10, "data:");
   EXPECT_FALSE(partial.complete);
   EXPECT_TRUE(eventually([&] { return a.disconnects_ == 1; }, 3)) << "upstream never saw the hang-up";
   EXPECT_TRUE(router.wait_idle(3));
@@ -216,7 +216,7 @@ TEST(Router, DrainRefusesNewRequestsAndWaitsForInFlight) {
   Router router({}, {{"a", 1}});
   router.set_replica("a", 0, ready_at(a.port()));
   router.start();
-  testing::StreamResult in_flight;
+  testing::RawReply in_flight;
   std::thread stream([&] { in_flight = stream_request(router.port(), "/v1/completions", R"({"model":"a"})"); });
   ASSERT_TRUE(eventually([&] { return router.in_flight() == 1; }, 3));
   router.begin_drain();
