@@ -6,14 +6,12 @@
 // steps, every request finishes exactly once and every KV block comes back.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "collecting_sink.h"
 #include "engine/engine.h"
 #include "fakes/fake_runner.h"
 
@@ -22,50 +20,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Calls stop_request from on_token once it has seen `stop_after` tokens (0: never).
-class StoppingSink : public RequestSink {
- public:
-  StoppingSink(Engine& engine, uint64_t id, int stop_after)
-      : engine_(engine), id_(id), stop_after_(stop_after) {}
+using testing::CollectingSink;
 
-  void on_token(int32_t, FinishReason) override {
-    std::lock_guard lock(mutex_);
-    ++tokens_;
-    if (tokens_ == stop_after_) engine_.stop_request(id_);
-  }
-  void on_finish(const RequestOutcome& outcome) override {
-    std::lock_guard lock(mutex_);
-    outcome_ = outcome;
-    ++finishes_;
-    done_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds timeout = 30s) {
-    std::unique_lock lock(mutex_);
-    return done_.wait_for(lock, timeout, [&] { return finishes_ > 0; });
-  }
-  int tokens() {
-    std::lock_guard lock(mutex_);
-    return tokens_;
-  }
-  int finishes() {
-    std::lock_guard lock(mutex_);
-    return finishes_;
-  }
-  RequestOutcome outcome() {
-    std::lock_guard lock(mutex_);
-    return outcome_;
-  }
+// A sink that calls stop_request from on_token once it has seen `stop_after` tokens (0: never).
+std::shared_ptr<CollectingSink> stopping_sink(Engine& engine, uint64_t id, int stop_after) {
+  return std::make_shared<CollectingSink>([&engine, id, stop_after](int tokens) {
+    if (tokens == stop_after) engine.stop_request(id);
+  });
+}
 
- private:
-  Engine& engine_;
-  uint64_t id_;
-  int stop_after_;
-  std::mutex mutex_;
-  std::condition_variable done_;
-  int tokens_ = 0;
-  int finishes_ = 0;
-  RequestOutcome outcome_;
-};
+int token_count(CollectingSink& sink) { return int(sink.tokens().size()); }
 
 EngineOptions options(int num_blocks) {
   EngineOptions o;
@@ -100,10 +64,10 @@ TEST(EngineStopRequest, FromOnTokenEndsTheRequestAsStopWithNoFurtherToken) {
   Engine engine(runner, options(64));
   engine.start();
   uint64_t id = engine.new_request_id();
-  auto sink = std::make_shared<StoppingSink>(engine, id, 3);
+  auto sink = stopping_sink(engine, id, 3);
   ASSERT_EQ(engine.submit(id, request(1, 50), sink), Engine::Admission::kAccepted);
   ASSERT_TRUE(sink->wait());
-  EXPECT_EQ(sink->tokens(), 3) << "no token after the stop";
+  EXPECT_EQ(token_count(*sink), 3) << "no token after the stop";
   EXPECT_EQ(sink->finishes(), 1);
   EXPECT_EQ(sink->outcome().reason, FinishReason::kStop);
   EXPECT_EQ(sink->outcome().completion_tokens, 3);
@@ -114,11 +78,11 @@ TEST(EngineStopRequest, FromOnTokenEndsTheRequestAsStopWithNoFurtherToken) {
   engine.stop_request(id);
   engine.stop_request(987654);
   uint64_t next = engine.new_request_id();
-  auto plain = std::make_shared<StoppingSink>(engine, next, 0);
+  auto plain = stopping_sink(engine, next, 0);
   ASSERT_EQ(engine.submit(next, request(2, 6), plain), Engine::Admission::kAccepted);
   ASSERT_TRUE(plain->wait());
   EXPECT_EQ(plain->outcome().reason, FinishReason::kLength);
-  EXPECT_EQ(plain->tokens(), 6);
+  EXPECT_EQ(token_count(*plain), 6);
 }
 
 TEST(EngineStopRequest, StopOnTheLastTokenKeepsTheEnginesReason) {
@@ -126,7 +90,7 @@ TEST(EngineStopRequest, StopOnTheLastTokenKeepsTheEnginesReason) {
   Engine engine(runner, options(64));
   engine.start();
   uint64_t id = engine.new_request_id();
-  auto sink = std::make_shared<StoppingSink>(engine, id, 4);
+  auto sink = stopping_sink(engine, id, 4);
   ASSERT_EQ(engine.submit(id, request(3, 4), sink), Engine::Admission::kAccepted);
   ASSERT_TRUE(sink->wait());
   EXPECT_EQ(sink->outcome().reason, FinishReason::kLength) << "finished in the same step";
@@ -142,11 +106,11 @@ TEST(EngineStopRequest, StopsAndCancelsRacingUnderKvPressureFinishEveryRequestOn
   fakes::FakeRunner runner(runner_options);
   Engine engine(runner, options(48));  // too few blocks for all: preemptions happen
   engine.start();
-  std::vector<std::shared_ptr<StoppingSink>> sinks;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
   std::vector<uint64_t> ids;
   for (int i = 0; i < 96; ++i) {
     uint64_t id = engine.new_request_id();
-    auto sink = std::make_shared<StoppingSink>(engine, id, i % 4 == 0 ? 0 : 1 + i % 23);
+    auto sink = stopping_sink(engine, id, i % 4 == 0 ? 0 : 1 + i % 23);
     ASSERT_EQ(engine.submit(id, request(i, 30), sink), Engine::Admission::kAccepted);
     sinks.push_back(sink);
     ids.push_back(id);
@@ -164,8 +128,8 @@ TEST(EngineStopRequest, StopsAndCancelsRacingUnderKvPressureFinishEveryRequestOn
   for (size_t i = 0; i < sinks.size(); ++i) {
     EXPECT_EQ(sinks[i]->finishes(), 1) << i;
     RequestOutcome o = sinks[i]->outcome();
-    EXPECT_EQ(o.completion_tokens, sinks[i]->tokens()) << i;
-    EXPECT_LE(sinks[i]->tokens(), 30) << i;
+    EXPECT_EQ(o.completion_tokens, token_count(*sinks[i])) << i;
+    EXPECT_LE(token_count(*sinks[i]), 30) << i;
     stops += o.reason == FinishReason::kStop;
   }
   EXPECT_GT(stops, 0);

@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
+#include "collecting_sink.h"
 #include "fakes/fake_runner.h"
 
 namespace gpufrac::engine {
@@ -15,42 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class CollectingSink : public RequestSink {
- public:
-  void on_token(int32_t token, FinishReason) override {
-    std::lock_guard lock(mutex_);
-    tokens_.push_back(token);
-  }
-  void on_finish(const RequestOutcome& outcome) override {
-    std::lock_guard lock(mutex_);
-    outcome_ = outcome;
-    ++finishes_;
-    done_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock lock(mutex_);
-    return done_.wait_for(lock, timeout, [&] { return finishes_ > 0; });
-  }
-  std::vector<int32_t> tokens() {
-    std::lock_guard lock(mutex_);
-    return tokens_;
-  }
-  RequestOutcome outcome() {
-    std::lock_guard lock(mutex_);
-    return outcome_;
-  }
-  int finishes() {
-    std::lock_guard lock(mutex_);
-    return finishes_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable done_;
-  std::vector<int32_t> tokens_;
-  RequestOutcome outcome_;
-  int finishes_ = 0;
-};
+using testing::CollectingSink;
 
 EngineOptions small_engine(int num_blocks, int block_size = 4) {
   EngineOptions o;
