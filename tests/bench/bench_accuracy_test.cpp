@@ -15,6 +15,7 @@
 #include "bench/metrics.h"
 #include "bench/stream_client.h"
 #include "fakes/scripted_sse_server_process.h"
+#include "scripted_bench_setup.h"
 
 namespace gpufrac {
 namespace {
@@ -36,15 +37,6 @@ ScriptedSseServerProcess start_server(std::vector<std::string> arguments) {
   return ScriptedSseServerProcess(SCRIPTED_SSE_SERVER_BIN, std::move(arguments));
 }
 
-BenchTarget target_of(const ScriptedSseServerProcess& server,
-                      Endpoint endpoint = Endpoint::kCompletions) {
-  BenchTarget t;
-  t.url = server.url();
-  t.model = "scripted";
-  t.endpoint = {"127.0.0.1", server.port(), endpoint_path(endpoint)};
-  return t;
-}
-
 struct Measured {
   TargetMetrics metrics;
   std::vector<RequestRecord> records;
@@ -60,7 +52,7 @@ Measured drive(const ScriptedSseServerProcess& server, int concurrency, int requ
   point.concurrency = concurrency;
   point.requests = requests;
   point.warmup = warmup;
-  PointRun run = run_load_point({target_of(server, endpoint)}, workload, point, 1, 60);
+  PointRun run = run_load_point({target_at(server.port(), "scripted", endpoint)}, workload, point, 1, 60);
   TargetMetrics metrics = compute_target_metrics(run.records);
   std::printf("c=%d: TTFT p50 %.3f ms, ITL p50 %.3f ms, gap p50 %.3f ms, %lld ok, %lld failed\n",
               concurrency, metrics.ttft_ms.p50(), metrics.itl_ms.p50(),

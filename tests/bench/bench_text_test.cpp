@@ -11,17 +11,10 @@
 #include "bench/metrics.h"
 #include "common/error.h"
 #include "fakes/scripted_sse_server.h"
+#include "scripted_bench_setup.h"
 
 namespace gpufrac {
 namespace {
-
-BenchTarget target_of(const ScriptedSseServer& server, Endpoint endpoint) {
-  BenchTarget t;
-  t.url = server.url();
-  t.model = "scripted";
-  t.endpoint = {"127.0.0.1", server.port(), endpoint_path(endpoint)};
-  return t;
-}
 
 WorkloadSpec text_workload(Endpoint endpoint, int isl, double isl_stddev, int osl) {
   WorkloadSpec w;
@@ -39,7 +32,7 @@ PointRun drive(const ScriptedSseServer& server, const WorkloadSpec& workload, in
   point.concurrency = concurrency;
   point.requests = requests;
   point.warmup = warmup;
-  return run_load_point({target_of(server, workload.endpoint)}, workload, point, 3, 30);
+  return run_load_point({target_at(server.port(), "scripted", workload.endpoint)}, workload, point, 3, 30);
 }
 
 ScriptedSseOptions fast_server() {
@@ -131,7 +124,7 @@ TEST(BenchText, NoTokenizeEndpointIsOneClearErrorBeforeAnyRequest) {
 TEST(BenchText, UnknownModelAtTokenizeNamesIt) {
   ScriptedSseServer server(fast_server());
   server.start();
-  BenchTarget target = target_of(server, Endpoint::kChat);
+  BenchTarget target = target_at(server.port(), "scripted", Endpoint::kChat);
   target.model = "nope";
   LoadPoint point;
   point.requests = 2;

@@ -31,12 +31,13 @@ inline ScriptedSseOptions scripted_timing(double ttft_ms, double itl_ms) {
   return options;
 }
 
-// /v1/completions on 127.0.0.1:`port`, asking for `model`.
-inline BenchTarget target_at(int port, std::string model = "scripted") {
+// `endpoint` on 127.0.0.1:`port`, asking for `model`.
+inline BenchTarget target_at(int port, std::string model = "scripted",
+                             Endpoint endpoint = Endpoint::kCompletions) {
   BenchTarget target;
   target.url = "http://127.0.0.1:" + std::to_string(port);
   target.model = std::move(model);
-  target.endpoint = {"127.0.0.1", port, "/v1/completions"};
+  target.endpoint = {"127.0.0.1", port, endpoint_path(endpoint)};
   return target;
 }
 
