@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Writes docs/results/engine-h200.md from one GPU run of tests/gpu/engine/run (the engine
-benchmark's JSON plus the test logs of the same run). Every number in the document comes from
-those files; the GPU, driver, date and command are recorded with them.
+benchmark's JSON plus the test logs of the same run) and, with --serve-bench, of
+tests/gpu/serve/run (`gpufrac bench` against `gpufrac serve --device cuda`: its bench result
+directory). Every number in the document comes from those files; the GPU, driver, date and
+command are recorded with them. --commit, --driver and --date re-render a kept run (default:
+this checkout's HEAD, nvidia-smi, today).
 
-  results_doc.py --bench engine-bench.json --suite-dir DIR --out engine-h200.md
+  results_doc.py --bench engine-bench.json --suite-dir DIR [--serve-bench DIR] --out engine-h200.md
 """
 import argparse
 import datetime
@@ -13,8 +16,57 @@ import os
 import re
 import subprocess
 
-DECODE_TARGET_MS = 2.4  # batch 1 (issue 4)
-TTFT_TARGET_MS = 35.0   # ISL 2048, c=1
+DECODE_TARGET_MS = 2.4      # batch 1 (issue 4)
+TTFT_TARGET_MS = 35.0       # ISL 2048, c=1
+ITL_C1_TARGET_MS = 2.7      # gpufrac bench, ISL 2048 / OSL 256, c=1
+C32_TARGET_TOK_S = 3500.0   # output tok/s at c=32 ...
+C32_ITL_TARGET_MS = 12.0    # ... with ITL p50 at most this
+
+
+def serve_rows(bench_dir):
+    """(c, requests, failed, tok/s, TTFT p50, ITL p50, gap p50) per concurrency, ascending."""
+    rows = []
+    for path in glob.glob(os.path.join(bench_dir, "*", "c*", "summary.json")):
+        with open(path) as f:
+            s = json.load(f)
+        a, m = s["aggregate"], s["targets"][0]["metrics"]
+        rows.append((s["config"]["concurrency"], a["completed"] + a.get("failed", 0),
+                     a.get("failed", 0), a["output_token_throughput"], m["ttft_ms"]["p50"],
+                     m["itl_ms"]["p50"], m["inter_chunk_gap_ms"]["p50"]))
+    return sorted(rows)
+
+
+def against(value, target, unit, at_most=True, digits=2):
+    """'met' or 'missed by X unit (Y%)' for value against an upper (or lower) bound."""
+    over = value - target if at_most else target - value
+    if over <= 0:
+        return "**met**"
+    return f"**missed** by {over:,.{digits}f} {unit} ({100 * over / target:.0f}%)"
+
+
+def serve_section(rows, w):
+    w("\n## `gpufrac bench` against `gpufrac serve --device cuda` (ISL 2048, OSL 256)\n")
+    w("Suite `tests/gpu/serve/run` of the same gpu-check: `gpufrac serve --model qwen3-4b "
+      "--device cuda --max-num-seqs 32 --max-model-len 4096`, driven closed loop at each "
+      "concurrency with the study's request and warmup counts.\n")
+    w("| c | requests | failed | output tok/s | TTFT p50 (ms) | ITL p50 (ms) | inter-chunk gap p50 (ms) |")
+    w("|---:|---:|---:|---:|---:|---:|---:|")
+    for c, requests, failed, tok_s, ttft, itl, gap in rows:
+        w(f"| {c} | {requests} | {failed} | {tok_s:.1f} | {ttft:.2f} | {itl:.2f} | {gap:.2f} |")
+    by_c = {r[0]: r for r in rows}
+    w("\nTargets:")
+    if 1 in by_c:
+        w(f"- TTFT p50 at c=1 <= {TTFT_TARGET_MS:.0f} ms: {by_c[1][4]:.2f} ms, "
+          f"{against(by_c[1][4], TTFT_TARGET_MS, 'ms')}.")
+        w(f"- ITL p50 at c=1 <= {ITL_C1_TARGET_MS} ms: {by_c[1][5]:.2f} ms, "
+          f"{against(by_c[1][5], ITL_C1_TARGET_MS, 'ms')}; the decode step above is its floor.")
+    if 32 in by_c:
+        w(f"- c=32: >= {C32_TARGET_TOK_S:,.0f} output tok/s: {by_c[32][3]:,.0f}, "
+          f"{against(by_c[32][3], C32_TARGET_TOK_S, 'tok/s', at_most=False, digits=0)}; with ITL p50 <= "
+          f"{C32_ITL_TARGET_MS:.0f} ms: {by_c[32][5]:.2f} ms, "
+          f"{against(by_c[32][5], C32_ITL_TARGET_MS, 'ms')}. A 32-request cycle is 32 prefills "
+          "(the prefill above) plus ~250 decode steps near batch 32 (the batch-32 step above; "
+          "`python3 tests/gpu/serve/schedule_model.py` models the mix).")
 
 
 def command_output(args):
@@ -45,14 +97,20 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bench", required=True)
     parser.add_argument("--suite-dir", required=True)
+    parser.add_argument("--serve-bench", help="tests/gpu/serve/run's bench result directory")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--commit")
+    parser.add_argument("--driver")
+    parser.add_argument("--date")
     a = parser.parse_args()
     with open(a.bench) as f:
         b = json.load(f)
-    driver = command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    commit = command_output(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
-                             "--short", "HEAD"]) or "unknown"
-    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    driver = a.driver or command_output(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    commit = a.commit or command_output(
+        ["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short",
+         "HEAD"]) or "unknown"
+    today = a.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     bw = b["copy_bandwidth_bytes_per_s"]
     rate = b["gemm_rate_flops_per_s"]
     out = []
@@ -63,8 +121,8 @@ def main():
       f"{b['weight_bytes'] / 1e9:.2f} GB of weights on the GPU).")
     w("Command: `scripts/gpu-check` (suite `tests/gpu/engine/run`, which runs "
       "`gpufrac_cuda_bench --model qwen3-4b --batches 1,2,4,8,16,32,64 --context 2048 "
-      "--prefill 2048`); this file is written by `tests/gpu/engine/results_doc.py` from that "
-      "run's output.\n")
+      "--prefill 2048`" + (", and suite `tests/gpu/serve/run`" if a.serve_bench else "") +
+      "); this file is written by `tests/gpu/engine/results_doc.py` from that run's output.\n")
     w(f"Ceilings measured in the same process: device copy **{bw / 1e12:.2f} TB/s** (bytes read + "
       f"written), bf16 GEMM **{rate / 1e12:.0f} TFLOP/s** (cuBLASLt, {b['gemm_rate_shape']}, "
       "random data).\n")
@@ -109,6 +167,10 @@ def main():
     w(f"The TTFT target (p50 <= {TTFT_TARGET_MS:.0f} ms at ISL 2048) is measured through "
       "`gpufrac bench` against `gpufrac serve --device cuda`; this prefill alone "
       + ("fits it." if gap <= 0 else f"already exceeds it by {gap:.2f} ms."))
+
+    rows = serve_rows(a.serve_bench) if a.serve_bench else []
+    if rows:
+        serve_section(rows, w)
 
     names = list(p.get("variants", {}).keys())
     if len(names) > 1:
