@@ -11,6 +11,24 @@ namespace {
 
 constexpr MergeTable::Found kNoMerge = MergeTable::kNoMerge;
 
+// After the symbol at `at` merged with its successor: looks up the pairs (at, after) and
+// (before, at) anew (together when both exist; -1: no such neighbour) and hands each to
+// `update(position, found)`; the pair at `at` gets kNoMerge when nothing follows it.
+template <typename Update>
+inline void rescore_neighbours(const MergeTable& merges, const int32_t* ids, int32_t at,
+                               int32_t before, int32_t after, Update update) {
+  if (after >= 0 && before >= 0) {
+    const auto [with_after, with_before] = merges.find_two(ids[at], ids[after], ids[before], ids[at]);
+    update(at, with_after);
+    update(before, with_before);
+  } else if (after >= 0) {
+    update(at, merges.find(ids[at], ids[after]));
+  } else {
+    update(at, kNoMerge);
+    if (before >= 0) update(before, merges.find(ids[before], ids[at]));
+  }
+}
+
 }  // namespace
 
 std::array<int32_t, 256> BpeModel::byte_ids_of(const BytesToId& vocab) {
@@ -126,26 +144,20 @@ void BpeModel::merge_short(std::string_view word, std::vector<int32_t>& out) con
     next[at] = uint8_t(after);
     const size_t before = prev[at];
     if (after < n) prev[after] = uint8_t(at);
-    if (after < n && before != kNone) {
-      const auto [with_after, with_before] =
-          merges_.find_two(ids[at], ids[after], ids[before], ids[at]);
-      set_pair(at, with_after);
-      set_pair(before, with_before);
-    } else if (after < n) {
-      set_pair(at, merges_.find(ids[at], ids[after]));
-    } else {
-      pair[at] = kNoPair;
-      if (before != kNone) set_pair(before, merges_.find(ids[before], ids[at]));
-    }
+    rescore_neighbours(merges_, ids, int32_t(at), before == kNone ? -1 : int32_t(before),
+                       after < n ? int32_t(after) : -1, set_pair);
   }
   for (size_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
 }
 
 // Symbols form a linked list over positions; a tournament tree over the positions holds, for each
 // symbol, rank << 32 | position of merging it with its successor (kNoPair: none), so the root is
-// the leftmost lowest-ranked pair and each merge updates three leaves.
+// the leftmost lowest-ranked pair and each merge updates three leaves. The per-thread scratch
+// is kept for words of up to kKeptScratchBytes; a longer one (a megabyte of text without a
+// space) frees what it grew, so no thread holds on to it.
 void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) const {
   constexpr uint64_t kNoPair = UINT64_MAX;
+  constexpr size_t kKeptScratchBytes = 4096;
   struct Scratch {
     std::vector<int32_t> ids, merged, prev, next;
     std::vector<uint64_t> tree;
@@ -194,20 +206,12 @@ void BpeModel::merge_long(std::string_view word, std::vector<int32_t>& out) cons
     set(size_t(right), kNoPair);
     const int32_t after = next[at], before = prev[at];
     if (after >= 0) prev[after] = at;
-    if (after >= 0 && before >= 0) {
-      const auto [with_after, with_before] =
-          merges_.find_two(ids[at], ids[after], ids[before], ids[at]);
-      set(size_t(at), leaf(with_after, size_t(at)));
-      set(size_t(before), leaf(with_before, size_t(before)));
-    } else if (after >= 0) {
-      set(size_t(at), leaf(merges_.find(ids[at], ids[after]), size_t(at)));
-    } else {
-      set(size_t(at), kNoPair);
-      if (before >= 0)
-        set(size_t(before), leaf(merges_.find(ids[before], ids[at]), size_t(before)));
-    }
+    rescore_neighbours(merges_, ids, at, before, after, [&](int32_t pos, MergeTable::Found f) {
+      set(size_t(pos), leaf(f, size_t(pos)));
+    });
   }
   for (int32_t i = 0; i >= 0; i = next[i]) out.push_back(ids[i]);
+  if (n > kKeptScratchBytes) scratch = Scratch{};
 }
 
 }  // namespace gpufrac::engine
