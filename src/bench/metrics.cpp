@@ -26,6 +26,21 @@ void add_samples(const RequestRecord& r, Samples& s) {
   s.input_tokens.push_back(double(r.input_tokens));
 }
 
+Distributions distributions_of(Samples s) {
+  return {compute_stats(std::move(s.ttft_ms)),    compute_stats(std::move(s.itl_ms)),
+          compute_stats(std::move(s.latency_ms)), compute_stats(std::move(s.gap_ms)),
+          compute_stats(std::move(s.output_tokens)), compute_stats(std::move(s.input_tokens))};
+}
+
+Json distributions_to_json(const Distributions& d) {
+  return {{"ttft_ms", stats_to_json(d.ttft_ms)},
+          {"itl_ms", stats_to_json(d.itl_ms)},
+          {"request_latency_ms", stats_to_json(d.request_latency_ms)},
+          {"inter_chunk_gap_ms", stats_to_json(d.inter_chunk_gap_ms)},
+          {"output_tokens", stats_to_json(d.output_tokens)},
+          {"input_tokens", stats_to_json(d.input_tokens)}};
+}
+
 }  // namespace
 
 TargetMetrics compute_target_metrics(const std::vector<RequestRecord>& records) {
@@ -59,12 +74,7 @@ TargetMetrics compute_target_metrics(const std::vector<RequestRecord>& records) 
     m.request_throughput = double(m.completed) / m.duration_s;
     m.effective_concurrency = double(busy_ns) / double(window_end - window_start);
   }
-  m.ttft_ms = compute_stats(std::move(samples.ttft_ms));
-  m.itl_ms = compute_stats(std::move(samples.itl_ms));
-  m.request_latency_ms = compute_stats(std::move(samples.latency_ms));
-  m.inter_chunk_gap_ms = compute_stats(std::move(samples.gap_ms));
-  m.output_tokens = compute_stats(std::move(samples.output_tokens));
-  m.input_tokens = compute_stats(std::move(samples.input_tokens));
+  static_cast<Distributions&>(m) = distributions_of(std::move(samples));
   return m;
 }
 
@@ -97,23 +107,12 @@ AggregateMetrics aggregate_metrics(const std::vector<TargetMetrics>& targets,
   if (with_itl) a.itl_ms_p50 /= with_itl;
   Samples pooled;
   for (const RequestRecord& r : records) add_samples(r, pooled);
-  a.ttft_ms = compute_stats(std::move(pooled.ttft_ms));
-  a.itl_ms = compute_stats(std::move(pooled.itl_ms));
-  a.request_latency_ms = compute_stats(std::move(pooled.latency_ms));
-  a.inter_chunk_gap_ms = compute_stats(std::move(pooled.gap_ms));
-  a.output_tokens = compute_stats(std::move(pooled.output_tokens));
-  a.input_tokens = compute_stats(std::move(pooled.input_tokens));
+  static_cast<Distributions&>(a) = distributions_of(std::move(pooled));
   return a;
 }
 
 Json target_metrics_to_json(const TargetMetrics& m) {
-  Json j;
-  j["ttft_ms"] = stats_to_json(m.ttft_ms);
-  j["itl_ms"] = stats_to_json(m.itl_ms);
-  j["request_latency_ms"] = stats_to_json(m.request_latency_ms);
-  j["inter_chunk_gap_ms"] = stats_to_json(m.inter_chunk_gap_ms);
-  j["output_tokens"] = stats_to_json(m.output_tokens);
-  j["input_tokens"] = stats_to_json(m.input_tokens);
+  Json j = distributions_to_json(m);
   j["output_token_throughput"] = m.output_token_throughput;
   j["request_throughput"] = m.request_throughput;
   j["effective_concurrency"] = m.effective_concurrency;
@@ -136,12 +135,7 @@ Json aggregate_metrics_to_json(const AggregateMetrics& a) {
   auto p50 = [](double v, const Stats& s) { return s.count ? Json(v) : Json(nullptr); };
   j["ttft_ms_p50"] = p50(a.ttft_ms_p50, a.ttft_ms);
   j["itl_ms_p50"] = p50(a.itl_ms_p50, a.itl_ms);
-  j["pooled"] = {{"ttft_ms", stats_to_json(a.ttft_ms)},
-                 {"itl_ms", stats_to_json(a.itl_ms)},
-                 {"request_latency_ms", stats_to_json(a.request_latency_ms)},
-                 {"inter_chunk_gap_ms", stats_to_json(a.inter_chunk_gap_ms)},
-                 {"output_tokens", stats_to_json(a.output_tokens)},
-                 {"input_tokens", stats_to_json(a.input_tokens)}};
+  j["pooled"] = distributions_to_json(a);
   j["completed"] = a.completed;
   j["failed"] = a.failed;
   j["errors"] = a.errors;

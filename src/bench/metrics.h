@@ -20,8 +20,12 @@
 
 namespace gpufrac {
 
-struct TargetMetrics {
+// The per-request distributions: latencies of completed requests and their token counts.
+struct Distributions {
   Stats ttft_ms, itl_ms, request_latency_ms, inter_chunk_gap_ms, output_tokens, input_tokens;
+};
+
+struct TargetMetrics : Distributions {
   double output_token_throughput = 0;  // tokens/s
   double request_throughput = 0;       // requests/s
   double effective_concurrency = 0;
@@ -35,14 +39,12 @@ struct TargetMetrics {
   int64_t total_output_tokens = 0;
 };
 
-struct AggregateMetrics {
+struct AggregateMetrics : Distributions {  // the distributions pooled over targets
   double output_token_throughput = 0;  // sum over targets
   double request_throughput = 0;       // sum over targets
   double effective_concurrency = 0;    // sum over targets
   double ttft_ms_p50 = 0;              // mean of the per-target p50s (the reference study's way)
   double itl_ms_p50 = 0;
-  Stats ttft_ms, itl_ms, request_latency_ms, inter_chunk_gap_ms, output_tokens,
-      input_tokens;  // pooled
   int64_t completed = 0, failed = 0, output_token_mismatches = 0, input_token_mismatches = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   std::map<std::string, int64_t> errors;
