@@ -112,9 +112,9 @@ StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
     e.url = std::move(url);
     endpoints_.push_back(std::move(e));
   }
+  arena_.reserve(1 << 20);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);  // last: a constructor that throws leaks nothing
   if (epoll_fd_ < 0) throw RuntimeFailure("epoll_create1: " + describe_errno(errno));
-  arena_.reserve(1 << 20);
 }
 
 StreamClient::~StreamClient() {
@@ -141,7 +141,7 @@ StreamClient::Connection* StreamClient::open_connection(int target) {
   c->id = next_id_++;
   c->fd = fd;
   c->target = target;
-  int rc = ::connect(fd, e.address.get(), e.address.length);
+  int rc = ::connect(fd, e.address.as_sockaddr(), e.address.length);
   if (rc != 0 && errno != EINPROGRESS) {
     int error = errno;
     ::close(fd);

@@ -33,7 +33,7 @@ int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
   SocketAddress address;
   if (!resolve_socket_address(url, address, error)) return -1;
   int fd = ::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int rc = fd < 0 ? -1 : ::connect(fd, address.get(), address.length);
+  int rc = fd < 0 ? -1 : ::connect(fd, address.as_sockaddr(), address.length);
   if (rc != 0 && errno == EINPROGRESS) {
     if (!wait_for(fd, POLLOUT, deadline_ns)) {
       ::close(fd);

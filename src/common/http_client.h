@@ -1,6 +1,7 @@
 // A blocking HTTP/1.1 client for control-plane calls: health checks, /v1/models, status, tests.
 // One request per connection ("Connection: close"), a deadline for the whole exchange. Not for
-// load generation (bench has its own event-driven client) or proxying (the router streams).
+// load generation (bench has its own event-driven client) or proxying (the router streams); both
+// share its URL parsing and address resolution (parse_http_url, resolve_socket_address).
 //
 // Thread-safe (no shared state). Failures (refused, timeout, malformed reply) come back as
 // status 0 with `error` set; never throws for network errors.
@@ -26,7 +27,7 @@ HttpUrl parse_http_url(std::string_view url, std::string_view what);
 struct SocketAddress {
   sockaddr_storage storage{};
   socklen_t length = 0;
-  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  const sockaddr* as_sockaddr() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 // False with `error` ("cannot resolve HOST: why") when the host does not resolve.
 bool resolve_socket_address(const HttpUrl& url, SocketAddress& out, std::string& error);

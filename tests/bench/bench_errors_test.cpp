@@ -1,15 +1,13 @@
 // Every request ends with a recorded status: HTTP errors, error events, dropped connections,
 // stalls (timeouts), short outputs, missing [DONE], refused connections. None is lost.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <map>
 
 #include "bench/load_driver.h"
 #include "bench/metrics.h"
 #include "common/clock.h"
+#include "common/raw_http_exchange.h"
 #include "scripted_bench_setup.h"
 
 namespace gpufrac {
@@ -76,16 +74,7 @@ TEST(BenchErrors, EveryFailureKindIsCountedNoneLost) {
 }
 
 TEST(BenchErrors, RefusedConnectionsAreRecorded) {
-  int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  socklen_t length = sizeof address;
-  ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length);
-  int free_port = ntohs(address.sin_port);
-  ::close(probe);  // nothing listens there now
-  PointRun run = drive({target_at(free_port)}, 4, 8);
+  PointRun run = drive({target_at(testing::free_port())}, 4, 8);
   ASSERT_EQ(run.records.size(), 8u);
   for (const RequestRecord& r : run.records) {
     EXPECT_EQ(r.status, RequestStatus::kConnectionError);

@@ -3,10 +3,8 @@
 // prompt bench builds with the server's /tokenize is exactly as long as the server then counts it
 // (usage.prompt_tokens), fixed or drawn per request. Both run as processes, as users run them.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 
 #include "common/http_client.h"
 #include "common/json.h"
+#include "common/raw_http_exchange.h"
 
 extern char** environ;
 
@@ -30,22 +29,10 @@ std::string gpufrac_bin() {
   return bin ? bin : "gpufrac";
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 // `gpufrac serve --model tiny` on the CPU, up until the object goes (SIGTERM, reaped).
 class TinyServer {
  public:
-  TinyServer() : port_(free_port()) {
+  TinyServer() : port_(testing::free_port()) {
     std::vector<std::string> args = {
         gpufrac_bin(),     "serve", "--model",         "tiny",
         "--device",        "cpu",   "--port",          std::to_string(port_),

@@ -1,7 +1,8 @@
-// What the bench tests that run against an in-process ScriptedSseServer build again and again:
-// a server already listening (RunningScriptedServer), a script with its timing (scripted_timing),
-// a BenchTarget for a port (target_at), and the WorkloadSpec and LoadPoint of a run without
-// warm-up requests (workload_of, closed_loop_point, open_loop_point). Every other field keeps its
+// What the bench tests that run against a ScriptedSseServer build again and again: a server
+// already listening in-process (RunningScriptedServer), a script with its timing
+// (scripted_timing), a BenchTarget for a port (target_at; also for the server run as a process),
+// and the WorkloadSpec and LoadPoint of a run without warm-up requests (workload_of,
+// closed_loop_point, open_loop_point). Every other field keeps its
 // default, so a test states only what it depends on. Header-only; plain values, no shared state.
 #pragma once
 

@@ -1,7 +1,6 @@
 #include "common/http_server.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "common/http_client.h"
 #include "common/json.h"
+#include "common/raw_http_exchange.h"
 
 namespace gpufrac {
 namespace {
@@ -19,12 +19,8 @@ using namespace std::chrono_literals;
 
 // Sends raw bytes and reads until the server closes or `timeout` passes.
 std::string raw_exchange(int port, const std::string& wire, int timeout_ms = 2000) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int fd = testing::connect_local(port);
+  EXPECT_GE(fd, 0);
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL);
@@ -36,7 +32,7 @@ std::string raw_exchange(int port, const std::string& wire, int timeout_ms = 200
   return out;
 }
 
-class HttpServerTest : public testing::Test {
+class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     HttpServerOptions options;

@@ -1,7 +1,8 @@
 // A raw-socket HTTP/1.1 test client for the project's servers (the engine's, the router's):
 // sends any bytes (malformed requests too), reads the reply as it streams in (recording when body
 // bytes arrived) and can hang up mid-stream (cancel-on-disconnect tests). Blocking; one
-// connection per exchange, to 127.0.0.1.
+// connection per exchange, to 127.0.0.1. Also: a local port nothing listens on (free_port), for
+// servers a test starts and for connections that must be refused.
 #pragma once
 
 #include <arpa/inet.h>
@@ -33,6 +34,21 @@ inline std::string http_post(const std::string& path, const std::string& body) {
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A loopback TCP port that nothing listens on at the moment of the call (the kernel's pick for
+// a socket bound to port 0, closed again).
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// A blocking TCP connection to 127.0.0.1:`port`; -1 when refused.
 inline int connect_local(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};

@@ -1,5 +1,5 @@
 // `gpufrac serve` as a child process for the process-level tests ($GPUFRAC_BIN serve ARGS...),
-// its output in a log file; plus a free local TCP port to give it. The destructor kills the
+// its output in a log file (free_port, raw_http_exchange.h, gives it a port). The destructor kills the
 // process (SIGKILL) if terminate() did not end it. Not thread-safe; one object per process.
 #pragma once
 
@@ -19,18 +19,6 @@
 #include "server_test_client.h"
 
 namespace gpufrac::testing {
-
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class ServeProcess {
  public:

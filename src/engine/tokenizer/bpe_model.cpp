@@ -15,7 +15,7 @@ constexpr MergeTable::Found kNoMerge = MergeTable::kNoMerge;
 // (before, at) anew (together when both exist; -1: no such neighbour) and hands each to
 // `update(position, found)`; the pair at `at` gets kNoMerge when nothing follows it.
 template <typename Update>
-inline void rescore_neighbours(const MergeTable& merges, const int32_t* ids, int32_t at,
+void rescore_neighbours(const MergeTable& merges, const int32_t* ids, int32_t at,
                                int32_t before, int32_t after, Update update) {
   if (after >= 0 && before >= 0) {
     const auto [with_after, with_before] = merges.find_two(ids[at], ids[after], ids[before], ids[at]);
