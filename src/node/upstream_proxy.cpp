@@ -150,7 +150,8 @@ class UpstreamProxy::Loop {
     Exchange& e = *exchange;
     exchanges_.emplace(e.id, std::move(exchange));
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (e.out_offset < e.out.size() || !e.connected ? EPOLLOUT : 0);
+    const bool writing = e.out_offset < e.out.size() || !e.connected;
+    ev.events = EPOLLIN | EPOLLRDHUP | (writing ? uint32_t(EPOLLOUT) : 0u);
     ev.data.u64 = e.id;
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.fd, &ev);
   }

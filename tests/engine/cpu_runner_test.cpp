@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 #include "common/error.h"
 #include "cpu_reference_model.h"
@@ -40,9 +41,11 @@ class PagedHarness {
   ModelRunner& runner() { return *runner_; }
 
   struct Feed {
+    Feed(int sequence, std::vector<int32_t> tokens, bool sample = true, SamplingParams sampling = {})
+        : sequence(sequence), tokens(std::move(tokens)), sample(sample), sampling(sampling) {}
     int sequence;
     std::vector<int32_t> tokens;
-    bool sample = true;
+    bool sample;
     SamplingParams sampling;
   };
 

@@ -401,7 +401,9 @@ TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
                                         : engine::detokenize_reply(body, small))
           << body;
       error = error_of(r);
-      if (!error) ASSERT_NO_THROW((void)std::get<Json>(r).dump()) << body;
+      if (!error) {
+        ASSERT_NO_THROW((void)std::get<Json>(r).dump()) << body;
+      }
     }
     if (!error) {
       ++accepted;
@@ -483,7 +485,9 @@ TEST(GeneratedText, EosTextIsLeftOutAndSpecialTokensSkipped) {
   ids.push_back(151645);  // <|im_end|> as the EOS that ends the sequence
   GeneratedText skip(&qwen3(), {});
   EXPECT_EQ(joined(deltas_of(skip, ids, FinishReason::kStop)), "Hi there");
-  GeneratedText keep(&qwen3(), {.skip_special_tokens = false});
+  engine::GeneratedTextOptions keep_special;
+  keep_special.skip_special_tokens = false;
+  GeneratedText keep(&qwen3(), keep_special);
   EXPECT_EQ(joined(deltas_of(keep, ids, FinishReason::kStop)), "Hi<|im_start|> there");
   // A stop token id that is ordinary text: its text is left out too (vLLM's rule).
   GeneratedText stop_id(&qwen3(), {});
