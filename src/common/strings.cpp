@@ -114,6 +114,19 @@ std::string format_bytes(uint64_t bytes) {
   return buffer;
 }
 
+std::string format_int_ranges(const std::vector<int>& ascending) {
+  std::string text;
+  for (size_t i = 0; i < ascending.size();) {
+    size_t end = i;  // the run ascending[i..end] counts up by one
+    while (end + 1 < ascending.size() && ascending[end + 1] == ascending[end] + 1) ++end;
+    if (!text.empty()) text += ',';
+    text += std::to_string(ascending[i]);
+    if (end > i) text += '-' + std::to_string(ascending[end]);
+    i = end + 1;
+  }
+  return text;
+}
+
 double parse_seconds(std::string_view text, std::string_view what) {
   constexpr std::string_view kWant = "a duration (e.g. 30, 30s, 250ms, 5m)";
   auto [number, suffix] = number_and_suffix(text, what, kWant);

@@ -24,6 +24,8 @@ std::vector<double> parse_double_list(std::string_view text, std::string_view wh
 uint64_t parse_bytes(std::string_view text, std::string_view what);
 // 1536 -> "1.5 KiB"; exact enough for tables and messages.
 std::string format_bytes(uint64_t bytes);
+// Ascending integers with runs collapsed: {1, 2, 3, 4, 8} -> "1-4,8"; {} -> "".
+std::string format_int_ranges(const std::vector<int>& ascending);
 // Seconds: plain number, or with a unit suffix ms/s/m/h. "250ms" -> 0.25.
 double parse_seconds(std::string_view text, std::string_view what);
 

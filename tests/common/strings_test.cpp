@@ -39,6 +39,13 @@ TEST(ParseSeconds, Units) {
   EXPECT_THROW(parse_seconds("fast", "t"), UsageError);
 }
 
+TEST(FormatIntRanges, CollapsesRunsOfConsecutiveIntegers) {
+  EXPECT_EQ(format_int_ranges({}), "");
+  EXPECT_EQ(format_int_ranges({3}), "3");
+  EXPECT_EQ(format_int_ranges({1, 2, 3, 4, 8}), "1-4,8");
+  EXPECT_EQ(format_int_ranges({1, 3, 4, 6, 7, 8}), "1,3-4,6-8");
+}
+
 TEST(FormatBytes, ReadableUnits) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");

@@ -4,9 +4,11 @@
 // submit/collect are in cuda_runner.cpp.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "engine/cuda/attention.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_runner.h"
@@ -92,12 +94,16 @@ void CudaRunner::time_linear_kernels() {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::string summary;
+  // "6144x2560 m=2-4, 9728x2560+silu m=1-4": the token counts per shape where cuBLASLt won.
+  std::map<std::string, std::vector<int>> kept;
   for (const auto& [key, wins] : gemv_wins_) {
-    if (!wins) {
-      summary += " m=" + std::to_string(std::get<0>(key)) + " " + std::to_string(std::get<1>(key)) +
-                 "x" + std::to_string(std::get<2>(key)) + (std::get<3>(key) ? "+silu" : "");
-    }
+    const auto& [tokens, n, k, silu] = key;
+    if (wins) continue;
+    kept[std::to_string(n) + "x" + std::to_string(k) + (silu ? "+silu" : "")].push_back(tokens);
+  }
+  std::string summary;
+  for (const auto& [shape, tokens] : kept) {
+    summary += (summary.empty() ? " " : ", ") + shape + " m=" + format_int_ranges(tokens);
   }
   log_info("cuda runner: GEMV timed against cuBLASLt; cuBLASLt kept for:",
            summary.empty() ? " none" : summary);
