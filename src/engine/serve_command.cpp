@@ -76,31 +76,26 @@ CliArgs serve_args() {
               "seed of the preset weights and of sampling for requests that bring no seed", "0")
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
               "0")
-      .section(
-          "Example",
-          "  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak\n"
-          "  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \\\n"
-          "      --memory-budget 1G\n"
-          "  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-          "      -d '{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": "
-          "\"Hi!\"}],\n"
-          "           \"max_tokens\": 8, \"stream\": true, \"stream_options\": {\"include_usage\": "
-          "true}}'\n"
-          "  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \\\n"
-          "      -d '{\"model\": \"tiny\", \"prompt\": \"The capital of France is\", "
-          "\"max_tokens\": 8,\n"
-          "           \"stop\": [\"\\n\"], \"temperature\": 0}'\n"
-          "  curl -s localhost:8000/tokenize -H 'Content-Type: application/json' \\\n"
-          "      -d '{\"model\": \"tiny\", \"prompt\": \"Hello world\"}'\n"
-          "  curl -s localhost:8000/metrics | grep kv_cache_blocks\n"
-          "\n"
-          "Serves the tiny preset (random weights, Qwen3's vocabulary and tokenizer) on the CPU\n"
-          "with a 1 GiB KV cache (tiny needs 1 KiB per token: 65536 blocks are possible, capped\n"
-          "at --max-num-seqs x --max-model-len / --block-size = 32768); streams a chat reply of\n"
-          "8 tokens as server-sent events (a role chunk, content deltas, a chunk with\n"
-          "finish_reason, a usage chunk, [DONE]); completes a text prompt up to the first\n"
-          "newline; counts the tokens of a text ({\"count\": 2, \"tokens\": [9707, 1879], ...});\n"
-          "then shows the KV blocks in use. Random weights make the replies gibberish.")
+      .section("Example", R"(  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak
+  gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \
+      --memory-budget 1G
+  curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \
+      -d '{"model": "tiny", "messages": [{"role": "user", "content": "Hi!"}],
+           "max_tokens": 8, "stream": true, "stream_options": {"include_usage": true}}'
+  curl -s localhost:8000/v1/completions -H 'Content-Type: application/json' \
+      -d '{"model": "tiny", "prompt": "The capital of France is", "max_tokens": 8,
+           "stop": ["\n"], "temperature": 0}'
+  curl -s localhost:8000/tokenize -H 'Content-Type: application/json' \
+      -d '{"model": "tiny", "prompt": "Hello world"}'
+  curl -s localhost:8000/metrics | grep kv_cache_blocks
+
+Serves the tiny preset (random weights, Qwen3's vocabulary and tokenizer) on the CPU
+with a 1 GiB KV cache (tiny needs 1 KiB per token: 65536 blocks are possible, capped
+at --max-num-seqs x --max-model-len / --block-size = 32768); streams a chat reply of
+8 tokens as server-sent events (a role chunk, content deltas, a chunk with
+finish_reason, a usage chunk, [DONE]); completes a text prompt up to the first
+newline; counts the tokens of a text ({"count": 2, "tokens": [9707, 1879], ...});
+then shows the KV blocks in use. Random weights make the replies gibberish.)")
       .section(
           "Requests",
           "/v1/completions: prompt as text (a string) or token ids (an array, or an array\n"
