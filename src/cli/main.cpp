@@ -8,7 +8,7 @@
 
 #include "bench/bench_command.h"
 #include "common/error.h"
-#include "engine/serve_command.h"
+#include "engine/api/serve_command.h"
 #include "experiment/experiment_command.h"
 #include "memcap/memcap_command.h"
 #include "node/down_command.h"

@@ -29,7 +29,7 @@
 
 #include "engine/kv_block_allocator.h"
 #include "engine/metrics.h"
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 

@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "engine/cpu/cpu_runner.h"
-#include "engine/model_loader.h"
+#include "engine/model/model_loader.h"
 #ifdef GPUFRAC_HAVE_CUDA
 #include "engine/cuda/cuda_runner_factory.h"
 #endif

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 
 namespace gpufrac::engine {
 

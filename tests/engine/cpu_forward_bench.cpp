@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "engine/cpu/cpu_runner.h"
-#include "engine/presets.h"
-#include "engine/sampler.h"
+#include "engine/model/presets.h"
+#include "engine/model/sampler.h"
 
 namespace gpufrac::engine {
 namespace {

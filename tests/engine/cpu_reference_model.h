@@ -8,7 +8,7 @@
 #include <numbers>
 #include <vector>
 
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 
 namespace gpufrac::engine::test_util {
 

@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "cpu_reference_model.h"
 #include "engine/cpu/cpu_runner.h"
-#include "engine/presets.h"
+#include "engine/model/presets.h"
 
 namespace gpufrac::engine {
 namespace {

@@ -27,7 +27,7 @@
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
-#include "engine/presets.h"
+#include "engine/model/presets.h"
 
 namespace gpufrac::engine {
 namespace {

@@ -25,7 +25,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
-#include "engine/tensor.h"
+#include "engine/model/tensor.h"
 
 namespace gpufrac::engine {
 namespace {

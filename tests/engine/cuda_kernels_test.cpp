@@ -15,7 +15,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gpu_sampler.h"
-#include "engine/presets.h"
+#include "engine/model/presets.h"
 
 namespace gpufrac::engine {
 namespace {

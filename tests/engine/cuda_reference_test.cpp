@@ -22,8 +22,8 @@
 
 #include "common/json.h"
 #include "engine/cuda/cuda_runner.h"
-#include "engine/model_loader.h"
-#include "engine/safetensors.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/safetensors.h"
 #include "cuda_test_support.h"
 
 namespace gpufrac::engine {

@@ -23,7 +23,7 @@
 #include "common/error.h"
 #include "engine/cpu/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
-#include "engine/presets.h"
+#include "engine/model/presets.h"
 #include "engine/runner_factory.h"
 #include "cuda_test_support.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 
 namespace gpufrac::engine::testing {
 

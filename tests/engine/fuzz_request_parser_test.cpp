@@ -6,7 +6,7 @@
 #include <random>
 #include <variant>
 
-#include "engine/completion_request.h"
+#include "engine/api/completion_request.h"
 #include "fuzz_request_corpus.h"
 
 namespace gpufrac::engine {

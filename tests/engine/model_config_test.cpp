@@ -6,8 +6,8 @@
 #include <numbers>
 
 #include "common/error.h"
-#include "engine/model_config.h"
-#include "engine/presets.h"
+#include "engine/model/model_config.h"
+#include "engine/model/presets.h"
 #include "model_test_util.h"
 
 namespace gpufrac::engine {

@@ -1,6 +1,6 @@
 // Presets: exact shapes of the real models, and seeded weights that are reproducible, independent
 // of the thread count, and scaled as documented.
-#include "engine/presets.h"
+#include "engine/model/presets.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 // Safetensors reading (single, sharded, bf16/fp16/fp32, malformed files) and checkpoint loading
 // into fused ModelWeights, on files the test writes itself.
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "engine/cpu/cpu_runner.h"
-#include "engine/model_loader.h"
-#include "engine/presets.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/presets.h"
 #include "model_test_util.h"
 
 namespace gpufrac::engine {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 
 namespace gpufrac::engine::test_util {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <variant>
 
-#include "engine/completion_request.h"
+#include "engine/api/completion_request.h"
 
 namespace gpufrac::engine {
 namespace {

@@ -1,5 +1,5 @@
 // The CPU sampler: greedy, temperature, top-k / top-p support, seeded determinism, suppression.
-#include "engine/sampler.h"
+#include "engine/model/sampler.h"
 
 #include <gtest/gtest.h>
 

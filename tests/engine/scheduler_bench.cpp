@@ -29,7 +29,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 #include "engine/scheduler.h"
 
 namespace gpufrac::engine {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/served_tokenizer.h"
+#include "engine/api/served_tokenizer.h"
 
 namespace gpufrac::testing {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/openai_server.h"
+#include "engine/api/openai_server.h"
 #include "fakes/fake_runner.h"
 
 namespace gpufrac::testing {

@@ -1,4 +1,4 @@
-# Tests of the serving half of the engine (see src/engine/serving.cmake), mostly on a fake runner.
+# Tests of the serving half of the engine (src/engine/ and src/engine/api/), mostly on a fake runner.
 add_library(gpufrac_fake_runner STATIC ${CMAKE_SOURCE_DIR}/tests/fakes/fake_runner.cpp)
 target_include_directories(gpufrac_fake_runner PUBLIC ${CMAKE_SOURCE_DIR}/tests)
 target_link_libraries(gpufrac_fake_runner PUBLIC gpufrac_common)
@@ -10,13 +10,13 @@ gpufrac_test(engine_serving_unit_test LABEL unit
           ${CMAKE_CURRENT_LIST_DIR}/engine_stop_request_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/request_parse_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_request_parser_test.cpp
-  LIBS gpufrac_engine gpufrac_fake_runner)
+  LIBS gpufrac_engine_api gpufrac_fake_runner)
 
 # The OpenAI server over real sockets, on the fake runner, in-process.
 gpufrac_test(engine_server_test LABEL integration
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_server_test.cpp
-  LIBS gpufrac_engine gpufrac_fake_runner)
+  LIBS gpufrac_engine_api gpufrac_fake_runner)
 
 # `gpufrac serve` as a process: many concurrent clients, disconnects, no KV leak. On the CPU
 # with the tiny preset in CI; on CUDA with qwen3-0.6b and --memory-budget auto (gpu label).
@@ -36,10 +36,10 @@ endif()
 # on a fake runner (integration). Engine::stop_request is in engine_serving_unit_test.
 gpufrac_test(engine_text_unit_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_request_test.cpp
-  LIBS gpufrac_engine)
+  LIBS gpufrac_engine_api)
 gpufrac_test(engine_text_server_test LABEL integration
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/text_server_test.cpp
-  LIBS gpufrac_engine gpufrac_fake_runner)
+  LIBS gpufrac_engine_api gpufrac_fake_runner)
 # The official `openai` npm client against `gpufrac serve --model tiny` (node, scripts/install-deps).
 gpufrac_test(engine_openai_client_test LABEL integration TIMEOUT 300
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/openai_client_test.cpp
@@ -53,6 +53,6 @@ if(benchmark_FOUND)
   # The engine's whole per-step overhead (no runner time), with and without HTTP streaming.
   add_executable(engine_loop_bench ${CMAKE_CURRENT_LIST_DIR}/engine_loop_bench.cpp)
   target_include_directories(engine_loop_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-  target_link_libraries(engine_loop_bench PRIVATE gpufrac_engine gpufrac_fake_runner
+  target_link_libraries(engine_loop_bench PRIVATE gpufrac_engine_api gpufrac_fake_runner
                                                   benchmark::benchmark)
 endif()

@@ -11,10 +11,10 @@
 #include <string>
 #include <variant>
 
-#include "engine/chat_request.h"
-#include "engine/completion_request.h"
-#include "engine/generated_text.h"
-#include "engine/tokenize_request.h"
+#include "engine/api/chat_request.h"
+#include "engine/api/completion_request.h"
+#include "engine/api/generated_text.h"
+#include "engine/api/tokenize_request.h"
 #include "fuzz_request_corpus.h"
 #include "served_tokenizer_support.h"
 

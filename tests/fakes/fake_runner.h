@@ -21,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/synchronous_runner.h"
+#include "engine/model/synchronous_runner.h"
 
 namespace gpufrac::fakes {
 

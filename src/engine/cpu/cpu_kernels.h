@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "engine/cpu/thread_pool.h"
-#include "engine/tensor.h"
+#include "common/thread_pool.h"
+#include "engine/model/tensor.h"
 
 namespace gpufrac::engine::cpu {
 

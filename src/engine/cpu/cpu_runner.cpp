@@ -8,9 +8,9 @@
 #include "common/error.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/host_memory.h"
-#include "engine/cpu/thread_pool.h"
-#include "engine/sampler.h"
-#include "engine/synchronous_runner.h"
+#include "common/thread_pool.h"
+#include "engine/model/sampler.h"
+#include "engine/model/synchronous_runner.h"
 
 namespace gpufrac::engine {
 

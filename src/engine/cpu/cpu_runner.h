@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/runner.h"
-#include "engine/weights.h"
+#include "engine/model/runner.h"
+#include "engine/model/weights.h"
 
 namespace gpufrac::engine {
 

@@ -16,8 +16,8 @@
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
 #include "engine/cuda/layer_kernels.h"
-#include "engine/model_loader.h"
-#include "engine/presets.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/presets.h"
 
 namespace gpufrac::engine {
 

@@ -42,7 +42,7 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/step_inputs.h"
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 
 namespace gpufrac::engine {
 

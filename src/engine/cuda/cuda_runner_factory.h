@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "engine/runner.h"
-#include "engine/runner_factory.h"
+#include "engine/model/runner.h"
+#include "engine/model/runner_options.h"
 
 namespace gpufrac::engine {
 

@@ -17,8 +17,8 @@
 
 #include "engine/cuda/cuda_types.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/model_config.h"
-#include "engine/weights.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
 
 namespace gpufrac::engine {
 

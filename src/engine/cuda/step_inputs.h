@@ -25,7 +25,7 @@
 
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/step_arrays.h"
-#include "engine/runner.h"
+#include "engine/model/runner.h"
 
 namespace gpufrac::engine {
 

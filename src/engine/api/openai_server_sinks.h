@@ -1,0 +1,47 @@
+// The RequestSinks of the OpenAI server: each turns one request's sampled tokens into its HTTP
+// response, in the layout of /v1/completions ("text_completion") or /v1/chat/completions
+// ("chat.completion", "chat.completion.chunk"), as OpenAI and vLLM send them.
+//
+// Streaming (SSE): completions send one chunk per sampled token ({"text", "token_ids"}; text may
+// be empty while a character or a possible stop string is held back); chat sends a first chunk
+// with delta {"role": "assistant", "content": ""}, then a chunk per non-empty text delta. The
+// chunk of the last token carries finish_reason (chat: delta {} when it adds no text). With
+// include_usage every chunk has "usage": null and a last chunk has "choices": [] and the usage.
+// Then "data: [DONE]". A failed request gets an error event; a cancelled one just [DONE].
+// Non-streaming: one JSON body (choices[0].text + token_ids, or choices[0].message) with usage;
+// 500 for a failed request, 503 for one cancelled by a stopping server.
+//
+// Text comes from a GeneratedText per request. When a stop string matches, the sink asks the
+// engine to finish the request (Engine::stop_request) and reports finish_reason "stop".
+// Sinks run on the engine thread only (RequestSink's contract).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/http_server.h"
+#include "common/json.h"
+#include "engine/engine.h"
+#include "engine/api/generated_text.h"
+
+namespace gpufrac::engine {
+
+enum class ResponseLayout { kCompletion, kChat };
+
+struct SinkSetup {
+  Engine* engine = nullptr;  // borrowed
+  uint64_t request_id = 0;
+  std::shared_ptr<HttpResponse> response;
+  ResponseLayout layout = ResponseLayout::kCompletion;
+  // {"id", "object", "created", "model"}: the head of the body or of every chunk.
+  Json head;
+  bool include_usage = false;
+  const Tokenizer* tokenizer = nullptr;  // borrowed; null: ids as text
+  GeneratedTextOptions text;
+};
+
+std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);
+std::shared_ptr<RequestSink> make_buffered_sink(SinkSetup setup);
+
+}  // namespace gpufrac::engine

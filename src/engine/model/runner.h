@@ -1,0 +1,100 @@
+// The boundary between the scheduler and the math: a ModelRunner executes one step (a batch of
+// sequences, each contributing a prompt chunk or one decode token) and returns the next token of
+// every sequence that asked to sample. Backends: cpu/ (fp32 reference) and cuda/.
+//
+// Contract:
+// - The scheduler owns KV block ids (KvBlockAllocator); the runner owns the KV pool's memory,
+//   allocated once by allocate_kv_cache(). Block b holds positions [b_i * block_size, ...) of the
+//   sequence whose block_table lists it at index b_i.
+// - A step writes the K/V of every fed token into the sequence's blocks, attends causally over
+//   positions [0, start_position + num_tokens), and samples only where `sample` is set.
+// - Steps are pipelined: submit() starts a step and may return before it has run (the CUDA
+//   runner only enqueues it), collect() waits for the oldest submitted step and hands over its
+//   result. At most two steps are outstanding (submitted, not collected), so the caller can
+//   schedule and submit step n+1 while the device runs step n. Steps run in submission order:
+//   a step sees the K/V written by every step submitted before it.
+// - A token sampled by the previous step need not be known to the caller: the sequence feeds a
+//   placeholder in its place and names the previous step's sample row (previous_sample_row); the
+//   runner takes the id from that step's output (on the device, for the CUDA runner).
+// - Not thread-safe: one caller (the engine loop) at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+
+namespace gpufrac::engine {
+
+struct SamplingParams {
+  float temperature = 0;  // 0: greedy (argmax)
+  int top_k = 0;          // 0: off
+  float top_p = 1;        // 1: off
+  uint64_t seed = 0;
+  // Tokens generated so far by this request: with `seed`, it fixes the random draw of this step,
+  // so a request's output does not depend on batching or on preemption.
+  int64_t generated = 0;
+  // Never sample these this step (EOS and stop ids while min_tokens is not reached).
+  std::span<const int32_t> suppressed_ids;
+};
+
+struct SequenceWork {
+  std::span<const int32_t> tokens;       // fed this step: a prompt chunk, or the last sampled token
+  int32_t start_position = 0;            // position of tokens[0] (= tokens already in the KV cache)
+  std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
+  bool sample = false;                   // this chunk ends the known tokens: sample the next one
+  SamplingParams sampling;
+  // >= 0: the last of `tokens` is a placeholder for the token that the previous step (the one
+  // submitted just before this one) sampled at this row of its result, which may not have been
+  // collected yet. -1: every id in `tokens` is real.
+  int32_t previous_sample_row = -1;
+};
+
+struct StepBatch {
+  std::vector<SequenceWork> sequences;
+  bool return_logits = false;  // copy the logits of sampled rows into StepResult::logits (tests)
+};
+
+struct StepResult {
+  std::vector<int32_t> next_tokens;  // one per sequence with sample set, in batch order
+  std::vector<float> logits;         // [sampled rows x vocab], only when return_logits
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual std::string device_name() const = 0;
+
+  // Memory this process may still use on the runner's device, after its weights: the number the
+  // KV pool is sized from under `--memory-budget auto`. Honours MPS and preload caps (it asks the
+  // driver for free memory, never total).
+  virtual uint64_t available_memory_bytes() const = 0;
+  // Bytes one KV block of `block_size` tokens takes (all layers, K and V).
+  virtual uint64_t kv_block_bytes(int block_size) const = 0;
+  virtual void allocate_kv_cache(int num_blocks, int block_size) = 0;
+
+  // Starts one step (see the contract above). Throws before starting anything when the batch is
+  // invalid (RuntimeFailure naming the problem) or two steps are outstanding (std::logic_error).
+  virtual void submit(const StepBatch& batch) = 0;
+  // Waits for the oldest outstanding step and moves its result into `result`. Throws
+  // std::logic_error when no step is outstanding, RuntimeFailure when the step failed on the
+  // device (the step is no longer outstanding either way).
+  virtual void collect(StepResult& result) = 0;
+  // Whether submit() returns before the step has run (the device computes it meanwhile). Only
+  // then does the engine submit step n+1 before collecting step n; a runner that computes inside
+  // submit() would gain nothing from that and deliver every token one step late.
+  virtual bool runs_ahead() const = 0;
+
+  // One step, synchronously, with no step outstanding: submit() then collect() (tests and
+  // benchmarks).
+  void forward(const StepBatch& batch, StepResult& result) {
+    submit(batch);
+    collect(result);
+  }
+};
+
+}  // namespace gpufrac::engine
