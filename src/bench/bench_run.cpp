@@ -8,6 +8,7 @@
 #include "bench/metrics.h"
 #include "bench/stream_client.h"
 #include "common/log.h"
+#include "common/run_label.h"
 
 namespace gpufrac {
 namespace {
@@ -95,7 +96,7 @@ int default_warmup(const BenchConfig& config, int concurrency, double rate) {
 }
 
 std::string point_directory(const BenchConfig& config, int concurrency, double rate) {
-  return config.out_dir + "/" + config.arm + "-m" + std::to_string(config.models_per_gpu) + "/" +
+  return config.out_dir + "/" + run_label(config.arm, config.models_per_gpu) + "/" +
          point_label(config, concurrency, rate);
 }
 
@@ -220,7 +221,7 @@ std::string summary_table(const std::vector<PointResult>& points) {
   emit(header);
   for (const auto& row : rows) emit(row);
   out +=
-      "(times in ms; TTFT/ITL p50 per request as bench-definitions.md defines them; gap = "
+      "(times in ms; TTFT/ITL p50 per request as docs/benchmark-metrics.md defines them; gap = "
       "inter-chunk gap)\n";
   return out;
 }

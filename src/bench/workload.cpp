@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/json.h"
+#include "common/seeded_random.h"
 
 namespace gpufrac {
 namespace {
@@ -16,13 +17,6 @@ constexpr size_t kDistinctHead = 16;
 constexpr int kMaxRedraws = 64;
 // Salts of a request's random streams: 1 input length, 2 output length, 3.. id draws, and text.
 constexpr uint64_t kTextSalt = 0x7e47;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 uint64_t hash_head(const std::vector<uint32_t>& ids) {
   uint64_t h = 0x1234567;
@@ -39,10 +33,6 @@ std::string common_fields(const std::string& model_json, int osl) {
 }
 
 }  // namespace
-
-uint64_t mix_seed(uint64_t a, uint64_t b) {
-  return splitmix64(a ^ splitmix64(b));
-}
 
 const char* endpoint_name(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "chat" : "completions";

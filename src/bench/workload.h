@@ -20,10 +20,9 @@
 #include <unordered_set>
 #include <vector>
 
-namespace gpufrac {
+#include "common/seeded_random.h"  // mix_seed: the seeds of independent random streams
 
-// A well-mixed 64-bit key from two (splitmix64): seeds of independent random streams.
-uint64_t mix_seed(uint64_t a, uint64_t b);
+namespace gpufrac {
 
 enum class Endpoint { kCompletions, kChat };
 const char* endpoint_name(Endpoint endpoint);  // "completions" | "chat"

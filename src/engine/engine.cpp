@@ -7,17 +7,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/seeded_random.h"
 
 namespace gpufrac::engine {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
   if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
@@ -150,7 +144,7 @@ void Engine::admit(Pending& p) {
   sampling.temperature = r.temperature;
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
-  sampling.seed = r.seed ? *r.seed : splitmix64(options_.seed ^ splitmix64(p.id));
+  sampling.seed = r.seed ? *r.seed : mix_seed(options_.seed, p.id);
   auto sequence =
       std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
                                  sampling, runner_.config().eos_token_ids);

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "common/run_label.h"
+
 namespace gpufrac {
 namespace {
 
@@ -24,7 +26,7 @@ SharingMode sharing_mode(const std::string& arm) {
 NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm, int models_per_gpu) {
   NodeSpec node;
   node.source = spec.source;
-  node.name = "experiment-" + arm + "-m" + std::to_string(models_per_gpu);
+  node.name = "experiment-" + run_label(arm, models_per_gpu);
   node.listen_port = 0;
   node.device = device_kind(spec.device);
   node.mode = sharing_mode(arm);
@@ -73,7 +75,7 @@ bool point_done(const BenchConfig& config, int concurrency, double rate) {
 }  // namespace
 
 std::string arm_directory(const std::string& out_dir, const std::string& arm, int models_per_gpu) {
-  return out_dir + "/" + arm + "-m" + std::to_string(models_per_gpu);
+  return out_dir + "/" + run_label(arm, models_per_gpu);
 }
 
 std::vector<NodeRunPlan> plan_runs(const ExperimentSpec& spec) {

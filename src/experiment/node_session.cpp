@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/run_label.h"
 #include "experiment/experiment_plan.h"
 #include "node/node.h"
 
@@ -32,7 +33,7 @@ void run_node_session(const ExperimentSpec& spec, const std::string& arm, int mo
   }
   base.progress = options.progress;
   base.cancel = interrupted;
-  std::string label = arm + "-m" + std::to_string(models_per_gpu);
+  std::string label = run_label(arm, models_per_gpu);
   auto run_point = [&](int concurrency, double rate) {
     BenchConfig point = base;
     point.open_loop = rate > 0;

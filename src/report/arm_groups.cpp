@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "common/run_label.h"
 
 namespace gpufrac {
 namespace {
@@ -19,7 +20,7 @@ int arm_order(const std::string& arm) {
 }
 
 std::string describe(const RunPoint& p) {
-  std::string what = p.arm + "-m" + std::to_string(p.models_per_gpu) + " on " +
+  std::string what = run_label(p.arm, p.models_per_gpu) + " on " +
                      std::to_string(p.gpus) + " GPU(s) at ";
   if (p.closed_loop) return what + "c" + std::to_string(*p.concurrency);
   char rate[32];
@@ -129,8 +130,8 @@ ResultSet group_run_points(const std::vector<RunPoint>& points, const ArmLabels&
     }
     auto label = labels.find(g.arm);
     g.label = label == labels.end() ? g.arm : label->second;
-    g.key = g.arm + "_m" + std::to_string(g.models_per_gpu);
-    if (models_per_gpu.size() > 1) g.label += "-m" + std::to_string(g.models_per_gpu);
+    g.key = run_key(g.arm, g.models_per_gpu);
+    if (models_per_gpu.size() > 1) g.label += models_per_gpu_suffix(g.models_per_gpu);
     if (same_models_per_gpu > 1) {
       g.label += " (" + std::to_string(g.gpus) + (g.gpus == 1 ? " GPU)" : " GPUs)");
       g.key += "_g" + std::to_string(g.gpus);

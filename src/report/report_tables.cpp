@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "common/run_label.h"
+
 namespace gpufrac {
 namespace {
 
@@ -90,7 +92,7 @@ std::vector<MatchedRows> match_by_requests_per_gpu(const ResultSet& set) {
 
 // "-m2": CSV file names stay distinct when shared arms ran at several models per GPU.
 std::string matched_suffix(const MatchedRows& rows) {
-  return "-m" + std::to_string(rows.models_per_gpu);
+  return models_per_gpu_suffix(rows.models_per_gpu);
 }
 
 std::vector<int> concurrencies(const ResultSet& set) {

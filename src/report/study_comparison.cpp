@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/run_label.h"
 #include "report/reference_study.h"
 
 namespace gpufrac {
@@ -25,8 +26,7 @@ std::vector<SharedColumn> shared_columns(const ResultSet& set, int models_per_gp
         columns.push_back({arm, g, g->label, g->key});
     }
     if (columns.size() == before) {
-      columns.push_back(
-          {arm, nullptr, arm, std::string(arm) + "_m" + std::to_string(models_per_gpu)});
+      columns.push_back({arm, nullptr, arm, run_key(arm, models_per_gpu)});
     }
   }
   return columns;

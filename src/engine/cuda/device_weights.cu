@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/seeded_random.h"
 #include "engine/cuda/cuda_check.h"
 
 namespace gpufrac::engine {
@@ -23,19 +24,6 @@ constexpr float kRandomMean = 2 * 65535.0f;       // of the sum of four 16-bit u
 constexpr float kRandomInvStd = 1.0f / 37837.2f;  // 1 / its standard deviation
 constexpr float kMatrixScale = 0.02f;
 constexpr float kNormScale = 0.1f;
-
-__host__ __device__ inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 template <typename T>
 __device__ inline T from_bf16(bf16 value);

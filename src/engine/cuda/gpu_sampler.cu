@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "common/seeded_random.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 
@@ -50,12 +51,6 @@ __device__ __forceinline__ uint32_t order_key(float x) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 struct Best {
   float value;
   int index;
@@ -63,14 +58,14 @@ struct Best {
 
 // The row's draw key (temperature draws only): with the id it fixes the id's Gumbel noise.
 __device__ __forceinline__ uint64_t draw_key(const StepArrays& a, int r) {
-  return mix64(mix64(a.seed[r] + 0x9e3779b97f4a7c15ull) ^ uint64_t(a.generated[r]));
+  return mix64(splitmix64(a.seed[r]) ^ uint64_t(a.generated[r]));
 }
 
 // The score an allowed id (z = scaled_logit > -inf) competes with: z itself (greedy), or z plus
 // Gumbel noise from (row key, id), whose argmax is a draw from softmax(z).
 __device__ __forceinline__ float draw_score(float z, bool greedy, uint64_t row_key, int i) {
   if (greedy) return z;
-  uint64_t bits = mix64(row_key + uint64_t(i + 1) * 0x9e3779b97f4a7c15ull);
+  uint64_t bits = splitmix64_nth(row_key, uint64_t(i + 1));
   float u = (float(bits >> 40) + 0.5f) * 0x1.0p-24f;  // in (0, 1)
   return z - logf(-logf(u));
 }

@@ -1,5 +1,6 @@
 #include "engine/model/presets.h"
 
+#include "common/seeded_random.h"
 #include "common/thread_pool.h"
 
 namespace gpufrac::engine {
@@ -46,19 +47,6 @@ std::vector<ModelConfig> all_presets() {
   return {qwen3_4b, qwen3_0_6b, tiny};
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t name_hash(const std::string& name) {  // FNV-1a
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 // Fills tensors with bf16 values: offset + scale * z, z ~ approximately N(0, 1) (the sum of four
 // 16-bit uniforms of one 64-bit hash, centred and scaled). Element i of the tensor named `name`
 // depends only on (seed, name, i).
@@ -71,7 +59,7 @@ class RandomFiller {
     HostTensor tensor{DType::kBF16, std::move(shape), nullptr};
     auto* out = static_cast<uint16_t*>(weights_.allocate(tensor.bytes()));
     tensor.data = out;
-    uint64_t key = splitmix64(seed_ ^ name_hash(name));
+    uint64_t key = splitmix64(seed_ ^ fnv1a(name));
     constexpr float kMean = 2 * 65535.0f, kInvStd = 1.0f / 37837.2f;  // of the 4-uniform sum
     pool_.parallel_for(tensor.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {

@@ -4,15 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "common/seeded_random.h"
+
 namespace gpufrac::engine {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 constexpr float kGreedyBelow = 1e-5f;
 
@@ -56,7 +52,7 @@ size_t top_p_prefix(std::vector<Candidate>& kept, double target) {
 }  // namespace
 
 double sampling_uniform(uint64_t seed, int64_t generated) {
-  uint64_t bits = mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ uint64_t(generated));
+  uint64_t bits = mix64(splitmix64(seed) ^ uint64_t(generated));
   return (double(bits >> 11) + 0.5) * 0x1.0p-53;
 }
 
