@@ -81,6 +81,38 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// The two-stage cp.async pipeline over the K/V tiles [begin, end) of one sequence's KV head.
+// Stage s of `tiles` holds a K tile and then a V tile (2 * kTileKeys * kStride elements).
+// kv_pipeline_start starts the first tile's copy into stage 0; kv_pipeline_next, called before
+// the tile at `t0` (in `stage`) is computed, starts the copy of the tile after it into the other
+// stage, waits for tile t0, and syncs the block. Tile i + 1 is in flight while tile i computes.
+template <int kHeadDim, int kStride>
+__device__ __forceinline__ void kv_pipeline_start(const AttentionParams& p, const int32_t* table,
+                                                  int kv_head, int begin, int end, bf16* tiles) {
+  if (begin >= end) return;
+  constexpr int kTileElements = kTileKeys * kStride;
+  load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles,
+                                        tiles + kTileElements);
+  cp_async_commit();
+}
+
+template <int kHeadDim, int kStride>
+__device__ __forceinline__ void kv_pipeline_next(const AttentionParams& p, const int32_t* table,
+                                                 int kv_head, int t0, int end, bf16* tiles,
+                                                 int stage) {
+  constexpr int kTileElements = kTileKeys * kStride;
+  if (t0 + kTileKeys < end) {
+    bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
+    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t0 + kTileKeys, end, next,
+                                          next + kTileElements);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // ---- Flash attention for prompt chunks --------------------------------------------------------
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
@@ -177,24 +209,11 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
 
-  if (kv_end > 0) {
-    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, 0, kv_end, tiles,
-                                          tiles + kTileElements);
-    cp_async_commit();
-  }
+  kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, 0, kv_end, tiles);
   for (int kv0 = 0, stage = 0; kv0 < kv_end; kv0 += kTileKeys, stage ^= 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
     const bf16* vs = ks + kTileElements;
-    if (kv0 + kTileKeys < kv_end) {
-      bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
-      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, kv0 + kTileKeys, kv_end, next,
-                                            next + kTileElements);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    kv_pipeline_next<kHeadDim, kStride>(p, table, kv_head, kv0, kv_end, tiles, stage);
 
     float s[kKeyTiles][4];
 #pragma unroll
@@ -345,24 +364,11 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(Attention
   const int mi = lane >> 3, mr = lane & 7;
 
   // Two stages: tile i + 1 is in flight while tile i is computed.
-  if (begin < end) {
-    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles,
-                                          tiles + kTileElements);
-    cp_async_commit();
-  }
+  kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
   for (int t0 = begin, stage = 0; t0 < end; t0 += kTileKeys, stage ^= 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
     const bf16* vs = ks + kTileElements;
-    if (t0 + kTileKeys < end) {
-      bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
-      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t0 + kTileKeys, end, next,
-                                            next + kTileElements);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    kv_pipeline_next<kHeadDim, kStride>(p, table, kv_head, t0, end, tiles, stage);
 
     float s[2][4];
 #pragma unroll

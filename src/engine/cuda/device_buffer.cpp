@@ -2,8 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <utility>
-
 #include "common/error.h"
 #include "common/strings.h"
 #include "engine/cuda/cuda_check.h"
@@ -16,65 +14,36 @@ DeviceMemoryInfo device_memory_info() {
   return {free_bytes, total_bytes};
 }
 
-DeviceBuffer::DeviceBuffer(uint64_t bytes, const std::string& what) : bytes_(bytes) {
-  if (bytes == 0) return;
-  cudaError_t status = cudaMalloc(&data_, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();  // allocation errors are not sticky; clear the last-error slot
-    data_ = nullptr;
-    if (status != cudaErrorMemoryAllocation) {
-      throw RuntimeFailure("cannot allocate " + format_bytes(bytes) + " of GPU memory for " + what +
-                           ": " + cudaGetErrorString(status));
-    }
-    size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw RuntimeFailure("out of GPU memory allocating " + format_bytes(bytes) + " for " + what +
-                         " (" + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) +
-                         ")");
+void* allocate_cuda_memory(CudaMemoryKind kind, uint64_t bytes, const std::string& what) {
+  if (bytes == 0) return nullptr;
+  void* data = nullptr;
+  const bool device = kind == CudaMemoryKind::kDevice;
+  cudaError_t status = device ? cudaMalloc(&data, bytes) : cudaMallocHost(&data, bytes);
+  if (status == cudaSuccess) return data;
+  cudaGetLastError();  // allocation errors are not sticky; clear the last-error slot
+  if (!device) {
+    throw RuntimeFailure("cannot allocate " + format_bytes(bytes) +
+                         " of page-locked host memory for " + what + ": " +
+                         cudaGetErrorString(status));
   }
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_) cudaFree(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
+  if (status != cudaErrorMemoryAllocation) {
+    throw RuntimeFailure("cannot allocate " + format_bytes(bytes) + " of GPU memory for " + what +
+                         ": " + cudaGetErrorString(status));
   }
-  return *this;
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  throw RuntimeFailure("out of GPU memory allocating " + format_bytes(bytes) + " for " + what +
+                       " (" + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) +
+                       ")");
 }
 
-PinnedBuffer::PinnedBuffer(uint64_t bytes, const std::string& what) : bytes_(bytes) {
-  if (bytes == 0) return;
-  cudaError_t status = cudaMallocHost(&data_, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    data_ = nullptr;
-    throw RuntimeFailure("cannot allocate " + format_bytes(bytes) + " of page-locked host memory for " +
-                         what + ": " + cudaGetErrorString(status));
+void release_cuda_memory(CudaMemoryKind kind, void* data) {
+  if (!data) return;
+  if (kind == CudaMemoryKind::kDevice) {
+    cudaFree(data);
+  } else {
+    cudaFreeHost(data);
   }
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (data_) cudaFreeHost(data_);
-}
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (data_) cudaFreeHost(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
 }
 
 }  // namespace gpufrac::engine

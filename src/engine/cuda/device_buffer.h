@@ -9,18 +9,39 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace gpufrac::engine {
 
-class DeviceBuffer {
+enum class CudaMemoryKind {
+  kDevice,      // cudaMalloc / cudaFree
+  kPinnedHost,  // cudaMallocHost / cudaFreeHost
+};
+
+// The allocation and release behind CudaMemory (device_buffer.cpp): allocate throws as the
+// contract above says and returns nullptr for 0 bytes; release ignores nullptr.
+void* allocate_cuda_memory(CudaMemoryKind kind, uint64_t bytes, const std::string& what);
+void release_cuda_memory(CudaMemoryKind kind, void* data);
+
+template <CudaMemoryKind kKind>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(uint64_t bytes, const std::string& what);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaMemory() = default;
+  CudaMemory(uint64_t bytes, const std::string& what)
+      : data_(allocate_cuda_memory(kKind, bytes, what)), bytes_(bytes) {}
+  ~CudaMemory() { release_cuda_memory(kKind, data_); }
+  CudaMemory(CudaMemory&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  CudaMemory& operator=(CudaMemory&& other) noexcept {
+    if (this != &other) {
+      release_cuda_memory(kKind, data_);
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
 
   void* data() const { return data_; }
   template <typename T>
@@ -32,25 +53,8 @@ class DeviceBuffer {
   uint64_t bytes_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(uint64_t bytes, const std::string& what);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  uint64_t bytes_ = 0;
-};
+using DeviceBuffer = CudaMemory<CudaMemoryKind::kDevice>;
+using PinnedBuffer = CudaMemory<CudaMemoryKind::kPinnedHost>;
 
 // Free and total device memory of the current device as the driver reports them to this process
 // (under MPS or a preload cap, `free` is what this process may still take).
