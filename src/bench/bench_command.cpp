@@ -53,7 +53,7 @@ constexpr const char* kTextPrompts =
   system header, say) is the same in every request, as for any chat client.)";
 
 constexpr const char* kMetrics =
-    R"(  As AIPerf (and shared/reference/bench-definitions.md) define them, from raw timestamps kept
+    R"(  As AIPerf (and docs/benchmark-metrics.md) define them, from raw timestamps kept
   per request (records.jsonl); every read is stamped with CLOCK_MONOTONIC before parsing and an
   SSE message gets the time its first byte arrived.
     TTFT            first content event - request sent

@@ -1,4 +1,4 @@
-// The metrics of a run point, exactly as shared/reference/bench-definitions.md defines them,
+// The metrics of a run point, exactly as docs/benchmark-metrics.md defines them,
 // computed afterwards from raw request records (warmup records are skipped here):
 //   TTFT = first content event - sent; request latency = last content event - sent;
 //   ITL = (latency - TTFT) / (output tokens - 1) per request with >= 2 tokens (vLLM's TPOT);

@@ -1,5 +1,5 @@
 // What one SSE message of an OpenAI streaming response means for the measurement
-// (docs: shared/reference/bench-definitions.md). A "content event" carries generated text: a
+// (docs/benchmark-metrics.md). A "content event" carries generated text: a
 // completions choice with non-empty "text", or a chat choice whose delta has non-empty "content"
 // or reasoning text. Role-only chunks, usage-only chunks, empty deltas and "[DONE]" are not
 // content. A choice's non-null "finish_reason" ("length", "stop", ...) is reported whatever chunk

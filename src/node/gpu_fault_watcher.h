@@ -1,6 +1,6 @@
 // Watches NVML for critical Xid errors (illegal address, MMU fault, GPU stopped, ...) on the GPUs of
 // a node's `fractions` devices, so that every MPS client of a faulted GPU is restarted at once:
-// a fatal error in one client reaches all clients of that GPU (isolation-facts.md, "Faults").
+// a fatal error in one client reaches all clients of that GPU (docs/architecture.md, "Sharing modes").
 //
 // One thread waits on an NVML event set (500 ms timeouts, so destruction is prompt). Without NVML
 // events (no driver, an old driver, a fake in tests) the watcher is inactive and the supervisor's

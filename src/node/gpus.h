@@ -1,6 +1,6 @@
 // What the machine has for models to run on: NVIDIA GPUs seen through NVML (loaded at run time),
 // the MPS daemons and servers already running, and the CPU cores and memory that stand in for a
-// GPU on a machine without one (DESIGN.md, "no GPU": a "GPU" is the set of cores this process may
+// GPU on a machine without one (docs/architecture.md, "Sharing modes": a "GPU" is the set of cores this process may
 // run on). Read-only snapshots; every function here is thread-safe.
 #pragma once
 

@@ -1,4 +1,4 @@
-// One MPS control daemon per GPU, started and owned by the node (DESIGN.md, `fractions` mode).
+// One MPS control daemon per GPU, started and owned by the node (docs/architecture.md, `fractions` mode).
 //
 // start() runs `nvidia-cuda-mps-control -f` (foreground, so the node holds its pid and start time)
 // with CUDA_VISIBLE_DEVICES = the GPU's UUID and its own pipe and log directories, and returns

@@ -1,7 +1,7 @@
 // Placement: which device each model instance runs on, with what share of its SMs (MPS active
 // thread percentage) or cores, and how many bytes of memory it may use.
 //
-// Rules (DESIGN.md, "Sharing modes"):
+// Rules (docs/architecture.md, "Sharing modes"):
 // - Memory is never over-committed: on every device, the sum over its instances of
 //   (memory cap + context_reserve) <= the device's memory. A share s of a device of M bytes is a
 //   cap of s*M - context_reserve, so shares that add up to 1 fill the device exactly (two models

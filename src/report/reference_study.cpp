@@ -43,8 +43,8 @@ std::optional<double> ReferenceStudy::equal_concurrency_percent(const std::strin
 }
 
 const ReferenceStudy& reference_study() {
-  // Typed from gpu-sharing-results.md: "Per-arm raw rows" (TTFT p50 / ITL p50 / tok/s per GPU),
-  // "Appendix" (node tok/s) and "Throughput" (HAMi % and fractions %).
+  // Typed from docs/reference-study.md: "Per arm" (TTFT p50 / ITL p50 / tok/s per GPU),
+  // "Node tok/s at equal c per model" and "Throughput" (HAMi % and fractions %).
   static const ReferenceStudy study{
       "8x A100-SXM4-40GB, vLLM 0.23 through Dynamo 1.3, Qwen3-4B bf16, ISL 2048 / OSL 256, "
       "closed loop at c = 1..32 per model",

@@ -1,5 +1,5 @@
 // The reference study's published numbers (NVIDIA Dynamo "GPU Sharing", summarised in
-// /work/shared/reference/gpu-sharing-results.md): the one copy of them in code, used by the
+// docs/reference-study.md): the one copy of them in code, used by the
 // "vs reference study" section of `gpufrac report`.
 //
 // Each run is stored as printed: TTFT p50 and ITL p50 (ms), tok/s per GPU (1 decimal) and node

@@ -29,7 +29,7 @@ TEST(Presets, HaveTheRealModelsShapes) {
   EXPECT_EQ(big.q_width(), 4096);
   EXPECT_EQ(big.kv_width(), 1024);
   EXPECT_EQ(big.intermediate_size, 9728);
-  // engine-facts.md: 4.02B parameters, 8.05 GB in bf16; 596.0M and 1.19 GB for 0.6B.
+  // Qwen3 config.json shapes: 4.02B parameters, 8.05 GB in bf16; 596.0M and 1.19 GB for 0.6B.
   EXPECT_NEAR(double(parameter_count(big)), 4.02e9, 0.005e9);
   EXPECT_NEAR(2.0 * double(parameter_count(big)), 8.05e9, 0.01e9);
   ModelConfig small = *find_preset("qwen3-0.6b");

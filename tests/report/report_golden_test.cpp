@@ -1,5 +1,5 @@
 // Golden test: `gpufrac report` fed the reference study's per-arm numbers
-// (tests/data/reference-study) reproduces every table of gpu-sharing-results.md, cell by cell,
+// (tests/data/reference-study) reproduces every table of docs/reference-study.md, cell by cell,
 // to the precision the study printed. The expected values below are the study's text, typed in
 // from the reference file, not output of this code.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ using testing::MarkdownTable;
 using testing::split_markdown_row;
 using testing::table_starting_with;
 
-// From gpu-sharing-results.md, "Throughput (output tok/s per GPU)".
+// From docs/reference-study.md, "Throughput (output tok/s per GPU)".
 constexpr const char* kStudyThroughput = R"(
 | req/GPU | base c | shared c | baseline | HAMi | fractions | HAMi % | fractions % |
 |---:|---:|---:|---:|---:|---:|---:|---:|

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the reference study's per-arm numbers as gpufrac summary.json files.
 
-Every number below is typed from /work/shared/reference/gpu-sharing-results.md (the study's
+Every number below is typed from docs/reference-study.md (the study's
 text). TTFT and ITL p50 are stored as printed. The output throughput of a run (all 8 GPUs) is
 printed three times, each rounded: as tok/s per GPU (1 decimal), as node tok/s in the appendix
 (integer) and, for baseline and fractions, through the cost table (tok/s for 16 models as an

@@ -7,7 +7,7 @@ chunks FCFS within the step's token budget) with a cost model of each step.
 Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, 2026-11-29):
 - pure decode step of D sequences: the decode graph of D's bucket (measured at context 2048);
 - step with P prompt tokens and D decodes (eager, no graph): linear layers at D + P tokens
-  (cuBLAS, engine-facts.md) + the decode step's non-linear part (graph - its linear layers)
+  (cuBLAS alone, the estimate in src/engine/cuda/NOTES.md) + the decode step's non-linear part (graph - its linear layers)
   + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 36.0 ms
   prefill of 2048 tokens spends outside the linear layers and the eager overhead) + the eager
   launch overhead;
@@ -22,7 +22,7 @@ import statistics
 # Measured (engine-h200.md): decode graph GPU ms at context 2048, by batch bucket.
 DECODE_GRAPH_MS = {1: 3.252, 2: 3.573, 4: 4.067, 8: 4.019, 16: 4.692, 32: 6.590, 64: 9.654}
 BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64]
-# cuBLAS alone for all linear layers of Qwen3-4B (engine-facts.md), ms by token count.
+# cuBLAS alone for all linear layers of Qwen3-4B (src/engine/cuda/NOTES.md), ms by token count.
 LINEAR_MS = [(1, 2.64), (32, 2.74), (128, 2.84), (256, 3.80), (2048, 22.7)]
 PREFILL_2048_MS = 36.01  # engine-h200.md, eager forward() of one 2048-token prompt
 ISL, OSL = 2048, 256
