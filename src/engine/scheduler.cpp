@@ -5,6 +5,16 @@
 
 namespace gpufrac::engine {
 
+const char* kv_admission_name(KvAdmission admission) {
+  return admission == KvAdmission::kReserve ? "reserve" : "optimistic";
+}
+
+KvAdmission parse_kv_admission(const std::string& name) {
+  if (name == "reserve") return KvAdmission::kReserve;
+  if (name == "optimistic") return KvAdmission::kOptimistic;
+  throw std::invalid_argument("KV admission must be reserve or optimistic, got '" + name + "'");
+}
+
 Scheduler::Scheduler(SchedulerConfig config, KvBlockAllocator& allocator)
     : config_(config), allocator_(allocator) {
   if (config_.max_num_seqs <= 0 || config_.max_num_batched_tokens <= 0) {
@@ -18,11 +28,14 @@ Scheduler::Scheduler(SchedulerConfig config, KvBlockAllocator& allocator)
   output_.chunks.reserve(config_.max_num_seqs);
 }
 
+int Scheduler::full_need(const Sequence* sequence) const {
+  int64_t tokens_left = sequence->stop().max_tokens - sequence->num_generated();
+  return allocator_.blocks_for_tokens(sequence->num_tokens() + std::max<int64_t>(tokens_left, 0));
+}
+
 void Scheduler::add(Sequence* sequence) {
   // The table's final size is known: growing it during steps then never allocates.
-  int64_t tokens_left = sequence->stop().max_tokens - sequence->num_generated();
-  sequence->block_table.reserve(
-      allocator_.blocks_for_tokens(sequence->num_tokens() + std::max<int64_t>(tokens_left, 0)));
+  sequence->block_table.reserve(full_need(sequence));
   sequence->status = SequenceStatus::kWaiting;
   sequence->arrival_order = next_arrival_++;
   waiting_.push_back(sequence);
@@ -67,7 +80,7 @@ const SchedulerOutput& Scheduler::schedule() {
          running_.size() < static_cast<size_t>(config_.max_num_seqs) && budget_left_ > 0) {
     Sequence* s = waiting_.front();
     int64_t n = std::min(s->num_uncomputed(), budget_left_);
-    if (!allocator_.grow(s->block_table, s->num_computed + n)) break;
+    if (!admit(s, s->num_computed + n)) break;
     waiting_.pop_front();
     s->status = SequenceStatus::kRunning;
     insert_running(s);
@@ -76,16 +89,49 @@ const SchedulerOutput& Scheduler::schedule() {
   return output_;
 }
 
+bool Scheduler::admit(Sequence* sequence, int64_t num_tokens) {
+  if (config_.admission == KvAdmission::kOptimistic &&
+      sequence->num_preemptions < kMaxPreemptions) {
+    return grow(sequence, num_tokens);
+  }
+  int need = full_need(sequence);
+  if (need > spare_blocks()) return false;
+  sequence->reserved_blocks = need;
+  outstanding_blocks_ += need;
+  return grow(sequence, num_tokens);  // within the reservation: cannot fail
+}
+
+bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
+  int missing = allocator_.blocks_missing(sequence->block_table, num_tokens);
+  if (missing == 0) return true;
+  int promised = std::max(0, sequence->reserved_blocks - int(sequence->block_table.size()));
+  int from_promise = std::min(missing, promised);
+  if (missing - from_promise > spare_blocks()) return false;
+  if (!allocator_.grow(sequence->block_table, num_tokens)) return false;
+  outstanding_blocks_ -= from_promise;
+  return true;
+}
+
 bool Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
-  while (!allocator_.grow(sequence->block_table, num_tokens)) {
-    // The newest sequence not planned this step; `sequence` itself qualifies, so one exists.
-    auto victim = std::find_if(running_.rbegin(), running_.rend(),
-                               [&](const Sequence* s) { return s->scheduled_step != step_; });
+  while (!grow(sequence, num_tokens)) {
+    // The newest sequence without a reservation that is not planned this step. A sequence with
+    // a reservation never gets here (its blocks were promised); one without qualifies itself.
+    auto victim = std::find_if(running_.rbegin(), running_.rend(), [&](const Sequence* s) {
+      return s->scheduled_step != step_ && s->reserved_blocks == 0;
+    });
+    if (victim == running_.rend()) {
+      throw std::logic_error("a sequence with a KV reservation ran out of blocks");
+    }
     Sequence* v = *victim;
     preempt(v);
     if (v == sequence) return false;
   }
   return true;
+}
+
+void Scheduler::drop_reservation(Sequence* sequence) {
+  outstanding_blocks_ -= std::max(0, sequence->reserved_blocks - int(sequence->block_table.size()));
+  sequence->reserved_blocks = 0;
 }
 
 void Scheduler::preempt(Sequence* victim) {
@@ -127,6 +173,7 @@ void Scheduler::finish(Sequence* sequence) {
     auto it = std::find(waiting_.begin(), waiting_.end(), sequence);
     if (it != waiting_.end()) waiting_.erase(it);
   }
+  drop_reservation(sequence);
   allocator_.release(sequence->block_table);
   sequence->status = SequenceStatus::kFinished;
 }

@@ -4,11 +4,19 @@
 //   1. running sequences that decode (one known token left to feed), oldest first;
 //   2. running sequences still in their prompt, oldest first, each a chunk of at most the
 //      remaining budget (chunked prefill: a long prompt cannot stall everyone's decode);
-//   3. waiting sequences in arrival order (FCFS), admitted while a sequence slot, budget and the
-//      KV blocks of their first chunk are free. The head of the queue is never skipped.
-// A running sequence that needs a KV block when none is free preempts the newest running sequence
-// not yet planned this step (possibly itself): its blocks are freed and it goes back to the front
-// of the waiting queue, to be recomputed from its known tokens (preemption by recompute).
+//   3. waiting sequences in arrival order (FCFS), admitted while a sequence slot, budget and KV
+//      blocks are free. The head of the queue is never skipped.
+// KV admission (SchedulerConfig::admission):
+// - kReserve (the default): a sequence is admitted only when every block it can ever need
+//   (prompt + max_tokens) is free beside what the running sequences were promised; the promise
+//   is kept in Sequence::reserved_blocks. Running sequences then never run short, nothing is
+//   preempted, and a pool too small for the offered load makes requests queue instead of thrash.
+// - kOptimistic (vLLM's rule): admitted when the blocks of the first chunk are free. A running
+//   sequence that needs a block when none is spare preempts the newest running sequence without
+//   a reservation that is not yet planned this step (possibly itself): its blocks are freed and it
+//   goes back to the front of the waiting queue, to be recomputed from its known tokens
+//   (preemption by recompute). Bounded: a sequence preempted kMaxPreemptions times is admitted
+//   again only with a full reservation, and a reserved sequence is never a victim.
 // A running sequence whose pending token (sequence.h) is its last (max_tokens) is not planned:
 // the engine finishes it when that token's step is collected.
 //
@@ -19,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "engine/kv_block_allocator.h"
@@ -29,7 +38,16 @@ namespace gpufrac::engine {
 // What `gpufrac serve` gives max_tokens_with_decodes when not told (or max_num_seqs if larger).
 inline constexpr int kDefaultMaxTokensWithDecodes = 512;
 
+enum class KvAdmission { kReserve, kOptimistic };
+// "reserve" | "optimistic" (the names of `--kv-admission`); parse throws std::invalid_argument.
+const char* kv_admission_name(KvAdmission admission);
+KvAdmission parse_kv_admission(const std::string& name);
+
+// How often kOptimistic may preempt one sequence before it gets a full reservation.
+inline constexpr int kMaxPreemptions = 2;
+
 struct SchedulerConfig {
+  KvAdmission admission = KvAdmission::kReserve;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
   // Budget of a step that carries at least one decode, decodes included (0: the same as
@@ -70,13 +88,25 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
   uint64_t num_preemptions_total() const { return preemptions_total_; }
+  // Blocks promised to running sequences and not yet in their tables.
+  int64_t num_outstanding_blocks() const { return outstanding_blocks_; }
   const SchedulerConfig& config() const { return config_; }
   const KvBlockAllocator& allocator() const { return allocator_; }
 
  private:
   // Gives `sequence` the blocks to hold `num_tokens` positions, preempting newer unplanned
-  // sequences while the pool is short. False when `sequence` itself had to be preempted.
+  // sequences without a reservation while the pool is short. False when `sequence` itself had to
+  // be preempted.
   bool reserve_blocks(Sequence* sequence, int64_t num_tokens);
+  // Grows the table from the sequence's own reservation, or else from the blocks nobody was
+  // promised. False, changing nothing, when those are too few.
+  bool grow(Sequence* sequence, int64_t num_tokens);
+  // Admits the head of the waiting queue with its first chunk, if its KV rule allows.
+  bool admit(Sequence* sequence, int64_t num_tokens);
+  // Every block `sequence` can ever need: prompt + max_tokens.
+  int full_need(const Sequence* sequence) const;
+  int64_t spare_blocks() const { return allocator_.num_free_blocks() - outstanding_blocks_; }
+  void drop_reservation(Sequence* sequence);
   void preempt(Sequence* victim);
   void plan(Sequence* sequence, int64_t num_tokens);
   void insert_running(Sequence* sequence);  // keeps running_ in arrival order
@@ -90,6 +120,7 @@ class Scheduler {
   int64_t budget_left_ = 0;
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_total_ = 0;
+  int64_t outstanding_blocks_ = 0;  // promised to running sequences, not yet in their tables
 };
 
 }  // namespace gpufrac::engine

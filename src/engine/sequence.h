@@ -84,6 +84,7 @@ class Sequence {
   uint64_t arrival_order = 0;   // FCFS order, set by Scheduler::add
   int64_t scheduled_step = -1;
   int num_preemptions = 0;
+  int reserved_blocks = 0;  // KV blocks promised at admission (prompt + max_tokens); 0: none
 
  private:
   static bool contains(const std::vector<int32_t>& ids, int32_t token);

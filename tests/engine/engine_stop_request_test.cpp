@@ -36,7 +36,9 @@ EngineOptions options(int num_blocks) {
   o.num_kv_blocks = num_blocks;
   o.block_size = 4;
   o.max_model_len = 128;
-  o.scheduler = {.max_num_seqs = 32, .max_num_batched_tokens = 128};
+  // Optimistic admission: the races below must also meet preemptions.
+  o.scheduler = {.admission = KvAdmission::kOptimistic, .max_num_seqs = 32,
+                 .max_num_batched_tokens = 128};
   return o;
 }
 

@@ -54,6 +54,7 @@ TEST(Engine, OutputDoesNotDependOnBatchingChunkingOrPreemption) {
   fakes::FakeRunner runner;
   EngineOptions o = small_engine(40);  // 160 token slots for 24 requests of up to ~90 tokens
   o.scheduler.max_num_batched_tokens = 24;
+  o.scheduler.admission = KvAdmission::kOptimistic;  // so that preemptions happen
   Engine engine(runner, o);
   engine.start();
   std::vector<EngineRequest> requests;

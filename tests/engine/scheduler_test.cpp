@@ -63,6 +63,9 @@ class Harness {
       held += static_cast<int64_t>(s->block_table.size());
     }
     ASSERT_EQ(held, allocator.num_used_blocks());
+    // Promised blocks are always there to be had: nobody else may take them.
+    ASSERT_GE(scheduler.num_outstanding_blocks(), 0);
+    ASSERT_LE(scheduler.num_outstanding_blocks(), allocator.num_free_blocks());
     std::set<const Sequence*> planned;
     int64_t tokens = 0;
     for (const ScheduledChunk& c : out.chunks) {
@@ -172,9 +175,32 @@ TEST(Scheduler, FirstComeFirstServedAndTheHeadIsNeverSkipped) {
   EXPECT_EQ(g.finished, (std::vector<uint64_t>{big->id(), head->id(), small->id()}));
 }
 
-TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
-  // 6 blocks of 4 tokens; two sequences that each grow to 4 + 12 tokens (4 blocks each).
+TEST(Scheduler, ReserveAdmitsOnlyWhatCanFinishAndNeverPreempts) {
+  // 6 blocks of 4 tokens; two sequences that each grow to 4 + 12 tokens (4 blocks each): both
+  // fit their prompts, but not their whole lengths, so the second waits for the first.
   Harness h(6, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 64});
+  Sequence* first = h.add(4, 12);
+  Sequence* second = h.add(4, 12);
+  h.step();
+  EXPECT_EQ(first->reserved_blocks, 4);
+  EXPECT_EQ(second->status, SequenceStatus::kWaiting);
+  while (first->status != SequenceStatus::kFinished) {
+    h.step();
+    if (first->status != SequenceStatus::kFinished) {
+      EXPECT_EQ(second->status, SequenceStatus::kWaiting) << "admitted before blocks were free";
+    }
+  }
+  h.run_to_completion();
+  EXPECT_EQ(h.finished, (std::vector<uint64_t>{first->id(), second->id()}));
+  EXPECT_EQ(h.scheduler.num_preemptions_total(), 0u);
+  EXPECT_EQ(second->num_generated(), 12);
+  EXPECT_EQ(h.scheduler.num_outstanding_blocks(), 0);
+}
+
+TEST(Scheduler, OptimisticPreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
+  // 6 blocks of 4 tokens; two sequences that each grow to 4 + 12 tokens (4 blocks each).
+  Harness h(6, 4, {.admission = KvAdmission::kOptimistic, .max_num_seqs = 4,
+                   .max_num_batched_tokens = 64});
   Sequence* old_seq = h.add(4, 12);
   Sequence* new_seq = h.add(4, 12);
   bool saw_preemption = false;
@@ -196,10 +222,33 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
   EXPECT_EQ(h.allocator.num_used_blocks(), 0);
 }
 
+TEST(Scheduler, OptimisticPreemptsASequenceAtMostTwiceThenReservesForIt) {
+  // 8 blocks of 4 tokens, four sequences of 4 + 24 tokens (7 blocks each): under vLLM's rule
+  // they would preempt each other again and again.
+  Harness h(8, 4, {.admission = KvAdmission::kOptimistic, .max_num_seqs = 4,
+                   .max_num_batched_tokens = 64});
+  for (int i = 0; i < 4; ++i) h.add(4, 24);
+  h.run_to_completion();
+  EXPECT_FALSE(h.scheduler.has_work());
+  EXPECT_GT(h.scheduler.num_preemptions_total(), 0u);
+  for (const auto& s : h.sequences) {
+    EXPECT_LE(s->num_preemptions, kMaxPreemptions) << "sequence " << s->id();
+    EXPECT_EQ(s->num_generated(), 24);
+  }
+  EXPECT_EQ(h.allocator.num_used_blocks(), 0);
+}
+
+TEST(Scheduler, KvAdmissionNames) {
+  EXPECT_EQ(parse_kv_admission("reserve"), KvAdmission::kReserve);
+  EXPECT_EQ(parse_kv_admission(kv_admission_name(KvAdmission::kOptimistic)),
+            KvAdmission::kOptimistic);
+  EXPECT_THROW(parse_kv_admission("greedy"), std::invalid_argument);
+}
+
 TEST(Scheduler, FinishFreesBlocksFromRunningAndWaiting) {
   Harness h(8, 4, {.max_num_seqs = 1, .max_num_batched_tokens = 64});
-  Sequence* running = h.add(10, 100);
-  Sequence* waiting = h.add(10, 100);
+  Sequence* running = h.add(10, 20);
+  Sequence* waiting = h.add(10, 20);
   h.step();
   EXPECT_EQ(h.allocator.num_used_blocks(), 3);
   h.scheduler.finish(waiting);
@@ -208,15 +257,18 @@ TEST(Scheduler, FinishFreesBlocksFromRunningAndWaiting) {
   EXPECT_FALSE(h.scheduler.has_work());
 }
 
-// Random arrivals, lengths and cancellations on small pools: the invariants hold every step,
-// every request that was not cancelled gets exactly max_tokens, and no block leaks.
+// Random arrivals, lengths and cancellations on small pools, under both KV admission rules: the
+// invariants hold every step, every request that was not cancelled gets exactly max_tokens, no
+// block leaks, reserve never preempts and optimistic preempts a sequence at most twice.
 TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
   std::mt19937 rng(1234);
-  for (int round = 0; round < 30; ++round) {
+  for (int round = 0; round < 60; ++round) {
+    KvAdmission admission = round % 2 ? KvAdmission::kOptimistic : KvAdmission::kReserve;
     int block_size = 1 << (rng() % 5);
     int max_len = 64;
     int num_blocks = (max_len + block_size - 1) / block_size + int(rng() % 40);
-    SchedulerConfig config{.max_num_seqs = 1 + int(rng() % 16),
+    SchedulerConfig config{.admission = admission,
+                           .max_num_seqs = 1 + int(rng() % 16),
                            .max_num_batched_tokens = 16 + int(rng() % 100)};
     Harness h(num_blocks, block_size, config);
     std::map<uint64_t, int> expected;  // id -> max_tokens, for those not cancelled
@@ -242,7 +294,12 @@ TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
     h.run_to_completion();
     EXPECT_FALSE(h.scheduler.has_work());
     EXPECT_EQ(h.allocator.num_used_blocks(), 0) << "round " << round;
+    EXPECT_EQ(h.scheduler.num_outstanding_blocks(), 0) << "round " << round;
+    if (admission == KvAdmission::kReserve) {
+      EXPECT_EQ(h.scheduler.num_preemptions_total(), 0u) << "round " << round;
+    }
     for (const auto& s : h.sequences) {
+      EXPECT_LE(s->num_preemptions, kMaxPreemptions) << "round " << round;
       if (cancelled.count(s->id())) continue;
       EXPECT_EQ(s->num_generated(), expected[s->id()]) << "round " << round;
     }

@@ -238,6 +238,7 @@ TEST(Server, ModelsHealthAndMetrics) {
 TEST(Server, ManyConcurrentClientsUnderKvPressure) {
   ServerSetup setup;
   setup.num_kv_blocks = 80;  // 320 token slots for up to 96 x ~40 tokens
+  setup.kv_admission = engine::KvAdmission::kOptimistic;  // so that preemptions happen
   setup.max_num_seqs = 48;
   setup.max_num_batched_tokens = 64;
   setup.runner.step_time = 200us;

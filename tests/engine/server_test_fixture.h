@@ -18,6 +18,7 @@ struct ServerSetup {
   int max_model_len = 128;
   int max_num_seqs = 64;
   int max_num_batched_tokens = 256;
+  engine::KvAdmission kv_admission = engine::KvAdmission::kReserve;
   int max_waiting_requests = 1024;
   uint64_t max_body_bytes = 1 << 20;
   std::string model_name = "fake-model";
@@ -55,7 +56,9 @@ class FakeServer {
     o.num_kv_blocks = s.num_kv_blocks;
     o.block_size = s.block_size;
     o.max_model_len = s.max_model_len;
-    o.scheduler = {.max_num_seqs = s.max_num_seqs, .max_num_batched_tokens = s.max_num_batched_tokens};
+    o.scheduler = {.admission = s.kv_admission,
+                   .max_num_seqs = s.max_num_seqs,
+                   .max_num_batched_tokens = s.max_num_batched_tokens};
     o.max_waiting_requests = s.max_waiting_requests;
     return o;
   }

@@ -63,6 +63,14 @@ CliArgs serve_args() {
               "qwen3-4b takes ~36 ms on an H200). The rest must keep up with arrivals: raise it "
               "when input/output tokens x running sequences exceeds it (2048/256 x 32 = 256 fits)")
       .option("block-size", "TOKENS", "tokens per KV cache block", "16")
+      .option("kv-admission", "reserve|optimistic",
+              "reserve: admit a request only when the KV blocks of its prompt + max_tokens are "
+              "free beside every running request's, so nothing is ever preempted and an "
+              "over-full cache queues requests instead of thrashing; optimistic: admit when its "
+              "first chunk fits and preempt (recompute) the newest on shortage, at most " +
+                  std::to_string(engine::kMaxPreemptions) +
+                  " times per request (vLLM's rule: more requests at once while they fit)",
+              "reserve")
       .option("memory-budget", "BYTES|auto",
               "bytes for the KV cache (e.g. 4G, 512MiB), or auto = the memory the device reports "
               "free after the weights (under any MPS or memcap limit, never total) minus 512 MiB "
@@ -155,6 +163,12 @@ int serve_command(int argc, char** argv) {
   engine::EngineOptions options;
   options.block_size = positive_int(args, "block-size");
   options.scheduler.max_num_seqs = positive_int(args, "max-num-seqs");
+  try {
+    options.scheduler.admission = engine::parse_kv_admission(args.get("kv-admission"));
+  } catch (const std::invalid_argument&) {
+    throw UsageError("--kv-admission must be reserve or optimistic, got '" +
+                     args.get("kv-admission") + "'");
+  }
   options.scheduler.max_num_batched_tokens = positive_int(args, "max-num-batched-tokens");
   options.scheduler.max_tokens_with_decodes =
       args.has("max-tokens-with-decodes")
@@ -227,7 +241,8 @@ int serve_command(int argc, char** argv) {
   log_info("serve: ", server_options.served_model_name, " on ", runner->device_name(),
            ", KV cache ", options.num_kv_blocks, " blocks x ", options.block_size, " tokens (",
            format_bytes(uint64_t(options.num_kv_blocks) * block_bytes), " of a ",
-           format_bytes(budget), " budget), max-model-len ", options.max_model_len,
+           format_bytes(budget), " budget, ", engine::kv_admission_name(options.scheduler.admission),
+           " admission), max-model-len ", options.max_model_len,
            ", listening on http://", server_options.http.host, ":", server.port());
 
   int signal_number = 0;
