@@ -51,8 +51,7 @@ std::string error_from_body(int status, const std::string& body) {
 }
 
 struct StreamClient::Endpoint {
-  HttpUrl url;
-  SocketAddress address;
+  ServerAddress server;
   std::string head_prefix;  // request line and fixed headers
 };
 
@@ -105,11 +104,9 @@ StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
   for (HttpUrl& url : urls) {
     Endpoint e;
     std::string error;
-    if (!resolve_socket_address(url, e.address, error)) throw RuntimeFailure(error);
-    std::string port = std::to_string(url.port);
-    e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + url.host + ":" + port +
+    if (!resolve_server_address(url.host, url.port, e.server, error)) throw RuntimeFailure(error);
+    e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + e.server.authority() +
                     "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n";
-    e.url = std::move(url);
     endpoints_.push_back(std::move(e));
   }
   arena_.reserve(1 << 20);
@@ -133,7 +130,8 @@ void StreamClient::set_interest(Connection& c, uint32_t events) {
 
 StreamClient::Connection* StreamClient::open_connection(int target) {
   const Endpoint& e = endpoints_[size_t(target)];
-  int fd = ::socket(e.address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const SocketAddress& address = e.server.socket;
+  int fd = ::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return nullptr;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -141,7 +139,7 @@ StreamClient::Connection* StreamClient::open_connection(int target) {
   c->id = next_id_++;
   c->fd = fd;
   c->target = target;
-  int rc = ::connect(fd, e.address.as_sockaddr(), e.address.length);
+  int rc = ::connect(fd, address.as_sockaddr(), address.length);
   if (rc != 0 && errno != EINPROGRESS) {
     int error = errno;
     ::close(fd);
@@ -201,8 +199,7 @@ void StreamClient::start(StreamRequest request) {
 }
 
 std::string StreamClient::connect_error(int target, int error) const {
-  const HttpUrl& url = endpoints_[size_t(target)].url;
-  return "cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
+  return "cannot connect to " + endpoints_[size_t(target)].server.authority() + ": " +
          describe_errno(error);
 }
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bench/request_record.h"
-#include "common/http_client.h"
+#include "common/http_url.h"
 
 namespace gpufrac {
 

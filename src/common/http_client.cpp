@@ -1,6 +1,5 @@
 #include "common/http_client.h"
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/http_parser.h"
-#include "common/strings.h"
 
 namespace gpufrac {
 namespace {
@@ -30,8 +28,9 @@ bool wait_for(int fd, short events, int64_t deadline_ns) {
 }
 
 int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
-  SocketAddress address;
-  if (!resolve_socket_address(url, address, error)) return -1;
+  ServerAddress server;
+  if (!resolve_server_address(url.host, url.port, server, error)) return -1;
+  const SocketAddress& address = server.socket;
   int fd = ::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int rc = fd < 0 ? -1 : ::connect(fd, address.as_sockaddr(), address.length);
   if (rc != 0 && errno == EINPROGRESS) {
@@ -47,8 +46,7 @@ int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
     errno = so_error;
   }
   if (rc != 0) {
-    error = "cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
-            std::strerror(errno);
+    error = "cannot connect to " + server.authority() + ": " + std::strerror(errno);
     if (fd >= 0) ::close(fd);
     return -1;
   }
@@ -56,51 +54,6 @@ int connect_to(const HttpUrl& url, int64_t deadline_ns, std::string& error) {
 }
 
 }  // namespace
-
-bool resolve_socket_address(const HttpUrl& url, SocketAddress& out, std::string& error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(url.port);
-  if (int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    error = "cannot resolve " + url.host + ": " + ::gai_strerror(rc);
-    return false;
-  }
-  std::memcpy(&out.storage, found->ai_addr, found->ai_addrlen);
-  out.length = found->ai_addrlen;
-  ::freeaddrinfo(found);
-  return true;
-}
-
-HttpUrl parse_http_url(std::string_view url, std::string_view what) {
-  auto bad = [&](std::string_view why) {
-    return UsageError(std::string(what) + ": '" + std::string(url) + "' is not an http URL (" +
-                      std::string(why) + "; e.g. http://127.0.0.1:8000)");
-  };
-  if (!starts_with(url, "http://")) throw bad("it must start with http://");
-  std::string_view rest = url.substr(7);
-  size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  HttpUrl parsed;
-  parsed.path = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-  size_t colon = authority.rfind(':');
-  if (!authority.empty() && authority.front() == '[') {  // [::1]:8000
-    size_t close = authority.find(']');
-    if (close == std::string_view::npos) throw bad("unclosed [");
-    parsed.host = std::string(authority.substr(1, close - 1));
-    colon = authority.find(':', close);
-  } else {
-    parsed.host = std::string(authority.substr(0, colon));
-  }
-  if (parsed.host.empty()) throw bad("no host");
-  if (colon != std::string_view::npos) {
-    int64_t port = parse_int(authority.substr(colon + 1), what);
-    if (port <= 0 || port > 65535) throw bad("port out of range");
-    parsed.port = int(port);
-  }
-  return parsed;
-}
 
 HttpReply http_request(std::string_view method, std::string_view url, std::string_view body,
                        double timeout_s, std::string_view content_type) {
@@ -116,8 +69,8 @@ HttpReply http_request(std::string_view method, std::string_view url, std::strin
   int fd = connect_to(target, deadline, reply.error);
   if (fd < 0) return reply;
 
-  std::string request = std::string(method) + " " + target.path + " HTTP/1.1\r\nHost: " +
-                        target.host + ":" + std::to_string(target.port) +
+  std::string request = std::string(method) + " " + target.path +
+                        " HTTP/1.1\r\nHost: " + http_authority(target.host, target.port) +
                         "\r\nConnection: close\r\nAccept: */*\r\n";
   if (!body.empty() || method == "POST" || method == "PUT") {
     request += "Content-Type: " + std::string(content_type) +
