@@ -1,7 +1,8 @@
 // A blocking HTTP/1.1 client for control-plane calls: health checks, /v1/models, status, tests.
-// One request per connection ("Connection: close"), a deadline for the whole exchange. Not for
-// load generation (bench has its own event-driven client) or proxying (the router streams); all
-// of them find servers with http_url.h.
+// One request per connection ("Connection: close"), a deadline for the whole exchange (the URL's
+// host is resolved within it, but a slow name lookup is not cut short). It drives common's
+// HttpClientConnection with poll() (http_client_connection.h); bench's load generator and the
+// router's proxy drive the same core from their own epoll loops.
 //
 // Thread-safe (no shared state). Failures (refused, timeout, malformed reply) come back as
 // status 0 with `error` set; never throws for network errors.

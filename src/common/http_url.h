@@ -1,7 +1,7 @@
 // Where an HTTP server is: "http://host:port/path" URLs (parse_http_url), and the socket address a
 // host and port resolve to (resolve_server_address: getaddrinfo, so IPv4 and IPv6 literals and
-// host names such as "localhost"). The project's HTTP clients (http_client.h, bench's
-// StreamClient) connect to a ServerAddress.
+// host names such as "localhost"). Every HTTP client of the project (http_client.h,
+// http_client_connection.h) connects to a ServerAddress.
 //
 // Thread-safe (no shared state). resolve_server_address blocks while a name is looked up: event
 // loops resolve once, when they learn the address (bench at start, the router when a replica's
