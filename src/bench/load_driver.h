@@ -20,7 +20,7 @@
 
 #include "bench/request_record.h"
 #include "bench/workload.h"
-#include "common/http_client.h"
+#include "common/http_url.h"
 
 namespace gpufrac {
 

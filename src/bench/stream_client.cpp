@@ -1,22 +1,15 @@
 #include "bench/stream_client.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <ctime>
 
 #include "bench/sse_parser.h"
 #include "bench/stream_event.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "common/http_parser.h"
+#include "common/http_client_connection.h"
 #include "common/json.h"
 
 namespace gpufrac {
@@ -51,8 +44,7 @@ std::string error_from_body(int status, const std::string& body) {
 }
 
 struct StreamClient::Endpoint {
-  HttpUrl url;
-  SocketAddress address;
+  ServerAddress server;
   std::string head_prefix;  // request line and fixed headers
 };
 
@@ -63,7 +55,6 @@ struct StreamClient::Exchange {
   RequestRecord record;
   int64_t deadline_ns = 0;
   bool retried = false;
-  bool got_bytes = false;  // any reply byte arrived
   bool head_checked = false;
   bool event_stream = false;  // 200 with text/event-stream
   bool done_seen = false;
@@ -73,13 +64,9 @@ struct StreamClient::Exchange {
 
 struct StreamClient::Connection {
   uint64_t id = 0;
-  int fd = -1;
   int target = 0;
-  bool connecting = false;
   bool reused = false;
-  size_t sent = 0;  // bytes of exchange->wire written
-  uint32_t interest = 0;
-  HttpParser parser{HttpParser::Kind::kResponse};
+  HttpClientConnection http;
   SseParser sse;
   std::string body;                    // decoded body bytes of the current feed
   std::vector<SseMessage> messages;    // scratch
@@ -105,53 +92,25 @@ StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
   for (HttpUrl& url : urls) {
     Endpoint e;
     std::string error;
-    if (!resolve_socket_address(url, e.address, error)) throw RuntimeFailure(error);
-    std::string port = std::to_string(url.port);
-    e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + url.host + ":" + port +
+    if (!resolve_server_address(url.host, url.port, e.server, error)) throw RuntimeFailure(error);
+    e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + e.server.authority() +
                     "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n";
-    e.url = std::move(url);
     endpoints_.push_back(std::move(e));
   }
   arena_.reserve(1 << 20);
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);  // last: a constructor that throws leaks nothing
-  if (epoll_fd_ < 0) throw RuntimeFailure("epoll_create1: " + describe_errno(errno));
 }
 
-StreamClient::~StreamClient() {
-  for (auto& [id, c] : connections_) ::close(c->fd);
-  ::close(epoll_fd_);
-}
+StreamClient::~StreamClient() = default;
 
-void StreamClient::set_interest(Connection& c, uint32_t events) {
-  if (c.interest == events) return;
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.u64 = c.id;
-  ::epoll_ctl(epoll_fd_, c.interest ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c.fd, &ev);
-  c.interest = events;
-}
-
-StreamClient::Connection* StreamClient::open_connection(int target) {
-  const Endpoint& e = endpoints_[size_t(target)];
-  int fd = ::socket(e.address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+StreamClient::Connection* StreamClient::open_connection(int target, int& error) {
   auto c = std::make_unique<Connection>();
+  error = c->http.connect(endpoints_[size_t(target)].server.socket);
+  if (error != 0) return nullptr;
   c->id = next_id_++;
-  c->fd = fd;
   c->target = target;
-  int rc = ::connect(fd, e.address.as_sockaddr(), e.address.length);
-  if (rc != 0 && errno != EINPROGRESS) {
-    int error = errno;
-    ::close(fd);
-    errno = error;
-    return nullptr;
-  }
-  c->connecting = rc != 0;
+  c->http.watch(epoll_, c->id);
   Connection* raw = c.get();
   connections_[raw->id] = std::move(c);
-  set_interest(*raw, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
   return raw;
 }
 
@@ -186,14 +145,15 @@ void StreamClient::start(StreamRequest request) {
     idle_[size_t(target)].pop_back();
     if (auto it = connections_.find(id); it != connections_.end()) c = it->second.get();
   }
+  int error = 0;
   if (c) {
     c->reused = true;
   } else {
-    c = open_connection(target);
+    c = open_connection(target, error);
   }
   if (!c) {
     // Nothing to wait for: record the failure now (the next poll() hands it back).
-    finish(std::move(exchange), RequestStatus::kConnectionError, connect_error(target, errno),
+    finish(std::move(exchange), RequestStatus::kConnectionError, connect_error(target, error),
            monotonic_ns(), failed_at_start_);
     return;
   }
@@ -201,48 +161,27 @@ void StreamClient::start(StreamRequest request) {
 }
 
 std::string StreamClient::connect_error(int target, int error) const {
-  const HttpUrl& url = endpoints_[size_t(target)].url;
-  return "cannot connect to " + url.host + ":" + std::to_string(url.port) + ": " +
-         describe_errno(error);
+  return connect_failure(endpoints_[size_t(target)].server, error);
 }
 
 void StreamClient::attach(Connection& c, std::unique_ptr<Exchange> exchange) {
   c.exchange = std::move(exchange);
-  c.sent = 0;
-  c.parser.reset();
   c.sse = SseParser();
-  if (!c.connecting) send_pending(c);
-}
-
-void StreamClient::send_pending(Connection& c) {
-  Exchange& x = *c.exchange;
-  while (c.sent < x.wire.size()) {
-    ssize_t n = ::send(c.fd, x.wire.data() + c.sent, x.wire.size() - c.sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.sent += size_t(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      set_interest(c, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
-      return;
-    }
-    // A send error shows up again as a read error/EOF, where it is recorded.
-    break;
-  }
-  x.record.sent_ns = monotonic_ns();
-  set_interest(c, EPOLLIN | EPOLLRDHUP);
+  // A write error shows up again as a read error/EOF, where it is recorded.
+  c.http.send_request(c.exchange->wire);
+  note_sent(c);
 }
 
 void StreamClient::on_writable(Connection& c) {
-  if (c.connecting) {
-    int so_error = 0;
-    socklen_t length = sizeof so_error;
-    ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
-    if (so_error != 0) return;  // the read path reports it (EPOLLERR comes with it)
-    c.connecting = false;
-  }
-  if (c.exchange && c.sent < c.exchange->wire.size()) send_pending(c);
+  // A failed connect is reported by the read path (EPOLLERR comes with it).
+  c.http.on_writable();
+  note_sent(c);
+}
+
+void StreamClient::note_sent(Connection& c) {
+  if (!c.exchange || c.exchange->record.sent_ns != 0) return;
+  if (c.http.connecting() || c.http.connect_failed() || c.http.sending()) return;
+  c.exchange->record.sent_ns = monotonic_ns();
 }
 
 void StreamClient::poll(int64_t wake_at_ns, std::vector<RequestRecord>& finished) {
@@ -261,28 +200,22 @@ void StreamClient::poll(int64_t wake_at_ns, std::vector<RequestRecord>& finished
     if (it == connections_.end()) continue;
     Connection& c = *it->second;
     uint32_t ev = events_[size_t(i)].events;
-    if (c.connecting && !(ev & (EPOLLERR | EPOLLHUP))) continue;  // handled in pass 2
+    if (c.http.connecting() && !(ev & (EPOLLERR | EPOLLHUP))) continue;  // handled in pass 2
     if (!(ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) continue;
     size_t offset = arena_.size();
     arena_.resize(offset + kReadSize);
-    ssize_t n = ::recv(c.fd, arena_.data() + offset, kReadSize, 0);
+    HttpClientConnection::Received read = c.http.receive(arena_.data() + offset, kReadSize);
     int64_t now = monotonic_ns();
-    if (n > 0) {
-      arena_.resize(offset + size_t(n));
-      arrivals_.push_back({c.id, offset, size_t(n), now});
+    if (read.kind == HttpClientConnection::Received::Kind::kBytes) {
+      arena_.resize(offset + read.bytes);
+      arrivals_.push_back({c.id, offset, read.bytes, now});
       continue;
     }
     arena_.resize(offset);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (read.kind == HttpClientConnection::Received::Kind::kNothing) continue;
     c.closed_in_batch = true;
-    c.close_error = n < 0 ? errno : 0;
+    c.close_error = read.error;
     c.close_ns = now;
-    if (c.connecting) {
-      int so_error = 0;
-      socklen_t length = sizeof so_error;
-      ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
-      c.close_error = so_error ? so_error : ECONNREFUSED;
-    }
   }
 
   // Pass 2: writes, then the bytes in arrival order, then closes.
@@ -306,13 +239,8 @@ void StreamClient::poll(int64_t wake_at_ns, std::vector<RequestRecord>& finished
 }
 
 void StreamClient::wait(int64_t until_ns) {
-  int64_t left = std::max<int64_t>(0, until_ns - monotonic_ns());
-  timespec timeout{time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
-  ready_ = ::epoll_pwait2(epoll_fd_, events_.data(), kMaxEvents, &timeout, nullptr);
-  if (ready_ < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond timeouts
-    ready_ = ::epoll_wait(epoll_fd_, events_.data(), kMaxEvents, int((left + 999'999) / 1'000'000));
-  }
-  if (ready_ < 0) ready_ = 0;  // EINTR: nothing happened
+  ready_ = epoll_.wait(events_, std::max<int64_t>(0, until_ns - monotonic_ns()));
+  if (ready_ < 0) ready_ = 0;
 }
 
 void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
@@ -322,18 +250,18 @@ void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
     return;
   }
   Exchange& x = *c.exchange;
-  x.got_bytes = true;
   c.body.clear();
-  size_t used = c.parser.feed(bytes, c.body);
-  if (c.parser.state() == HttpParser::State::kError) {
+  HttpClientConnection::ReplyStep step = c.http.take(bytes, c.body);
+  const HttpParser& parser = c.http.parser();
+  if (step == HttpClientConnection::ReplyStep::kMalformed) {
     finish(std::move(c.exchange), RequestStatus::kStreamError,
-           "malformed HTTP response: " + std::string(c.parser.error_text()), ns, out);
+           "malformed HTTP response: " + std::string(parser.error_text()), ns, out);
     close_connection(c);
     return;
   }
-  if (!x.head_checked && c.parser.head_complete()) {
+  if (!x.head_checked && parser.head_complete()) {
     x.head_checked = true;
-    const HttpHead& head = c.parser.head();
+    const HttpHead& head = parser.head();
     x.record.http_status = head.status;
     x.event_stream =
         head.status == 200 && head.header("content-type").substr(0, 17) == "text/event-stream";
@@ -361,15 +289,15 @@ void StreamClient::on_bytes(Connection& c, std::string_view bytes, int64_t ns,
       x.error_body.append(c.body.substr(0, kMaxErrorBody - x.error_body.size()));
     }
   }
-  if (c.parser.state() == HttpParser::State::kDone) {
-    on_message_complete(c, ns, used == bytes.size() && c.parser.head().keep_alive(), out);
+  if (step == HttpClientConnection::ReplyStep::kComplete) {
+    on_message_complete(c, ns, c.http.reusable(), out);
   }
 }
 
 void StreamClient::on_message_complete(Connection& c, int64_t ns, bool reusable,
                                        std::vector<RequestRecord>& out) {
   Exchange& x = *c.exchange;
-  const HttpHead& head = c.parser.head();
+  const HttpHead& head = c.http.parser().head();
   if (head.status != 200) {
     finish(std::move(c.exchange), RequestStatus::kHttpError,
            error_from_body(head.status, x.error_body), ns, out);
@@ -403,11 +331,11 @@ void StreamClient::on_closed(Connection& c, int error, int64_t ns,
     return;
   }
   Exchange& x = *c.exchange;
-  if (error == 0 && c.parser.finish_on_eof()) {  // a reply framed by the connection's end
-    on_message_complete(c, ns, false, out);
+  if (c.http.end_of_input(error) == HttpClientConnection::ReplyStep::kComplete) {
+    on_message_complete(c, ns, false, out);  // a reply framed by the connection's end
     return;
   }
-  if (c.reused && !x.got_bytes && !x.retried) {
+  if (c.reused && !c.http.reply_started() && !x.retried) {
     // The server closed an idle keep-alive connection as we reused it: it never saw this
     // request. Send it again on a fresh connection.
     std::unique_ptr<Exchange> again = std::move(c.exchange);
@@ -415,12 +343,13 @@ void StreamClient::on_closed(Connection& c, int error, int64_t ns,
     again->record.sent_ns = 0;
     int target = c.target;
     close_connection(c);
-    if (Connection* fresh = open_connection(target)) {
+    int connect_errno = 0;
+    if (Connection* fresh = open_connection(target, connect_errno)) {
       attach(*fresh, std::move(again));
       return;
     }
-    finish(std::move(again), RequestStatus::kConnectionError, connect_error(target, errno), ns,
-           out);
+    finish(std::move(again), RequestStatus::kConnectionError, connect_error(target, connect_errno),
+           ns, out);
     return;
   }
   std::string what = error ? describe_errno(error) : "connection closed by the server";
@@ -480,16 +409,13 @@ void StreamClient::expire_timeouts(int64_t now, std::vector<RequestRecord>& out)
 
 void StreamClient::make_idle(Connection& c) {
   c.reused = false;
-  c.parser.reset();
   idle_[size_t(c.target)].push_back(c.id);
 }
 
 void StreamClient::close_connection(Connection& c) {
   auto& idle = idle_[size_t(c.target)];
   idle.erase(std::remove(idle.begin(), idle.end(), c.id), idle.end());
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
-  ::close(c.fd);
-  connections_.erase(c.id);  // destroys c
+  connections_.erase(c.id);  // destroys c, which closes its socket
 }
 
 }  // namespace gpufrac

@@ -8,8 +8,9 @@
 //
 // Timing: each epoll wake-up first reads every ready socket and stamps each read with
 // CLOCK_MONOTONIC as it returns, and only then parses; every SSE message carries the stamp of the
-// read that delivered its first byte (sse_parser.h). HTTP framing (chunked or not) is undone by
-// common's HttpParser.
+// read that delivered its first byte (sse_parser.h). Each connection is common's
+// HttpClientConnection (connect, partial writes, HttpParser on the reply: chunked or not), driven
+// in its two halves: receive() for every ready socket first, take() afterwards.
 //
 // Each request carries "X-Request-Id: <target>-<request_id>" for matching with server logs.
 //
@@ -22,8 +23,6 @@
 // driving thousands of streams.
 #pragma once
 
-#include <sys/epoll.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,7 +30,8 @@
 #include <vector>
 
 #include "bench/request_record.h"
-#include "common/http_client.h"
+#include "common/epoll_set.h"
+#include "common/http_url.h"
 
 namespace gpufrac {
 
@@ -71,10 +71,11 @@ class StreamClient {
     int64_t ns;
   };
 
-  Connection* open_connection(int target);
+  // A new connection to that target, or null with the connect's errno in `error`.
+  Connection* open_connection(int target, int& error);
   void attach(Connection& c, std::unique_ptr<Exchange> exchange);
-  void send_pending(Connection& c);
   void on_writable(Connection& c);
+  void note_sent(Connection& c);  // stamps sent_ns once the whole request is written
   void on_bytes(Connection& c, std::string_view bytes, int64_t ns, std::vector<RequestRecord>& out);
   void on_closed(Connection& c, int error, int64_t ns, std::vector<RequestRecord>& out);
   void on_message_complete(Connection& c, int64_t ns, bool reusable,
@@ -86,13 +87,12 @@ class StreamClient {
   void expire_timeouts(int64_t now, std::vector<RequestRecord>& out);
   void close_connection(Connection& c);
   void make_idle(Connection& c);
-  void set_interest(Connection& c, uint32_t events);
   void wait(int64_t until_ns);
 
   struct Endpoint;
   std::vector<Endpoint> endpoints_;
   int64_t timeout_ns_;
-  int epoll_fd_ = -1;
+  EpollSet epoll_;  // before connections_: they leave it as they close
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;
   std::vector<std::vector<uint64_t>> idle_;  // per target, most recently used last

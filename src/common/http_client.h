@@ -1,36 +1,20 @@
 // A blocking HTTP/1.1 client for control-plane calls: health checks, /v1/models, status, tests.
-// One request per connection ("Connection: close"), a deadline for the whole exchange. Not for
-// load generation (bench has its own event-driven client) or proxying (the router streams); both
-// share its URL parsing and address resolution (parse_http_url, resolve_socket_address).
+// One request per connection ("Connection: close"), a deadline for the whole exchange (the URL's
+// host is resolved within it, but a slow name lookup is not cut short). It drives common's
+// HttpClientConnection with poll() (http_client_connection.h); bench's load generator and the
+// router's proxy drive the same core from their own epoll loops.
 //
 // Thread-safe (no shared state). Failures (refused, timeout, malformed reply) come back as
 // status 0 with `error` set; never throws for network errors.
 #pragma once
 
-#include <sys/socket.h>
-
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/http_url.h"
+
 namespace gpufrac {
-
-struct HttpUrl {
-  std::string host;  // "127.0.0.1", "localhost"
-  int port = 80;
-  std::string path;  // "/v1/completions" (with query), "/" when empty
-};
-// Parses "http://host:port/path"; throws UsageError naming `what` when it isn't one.
-HttpUrl parse_http_url(std::string_view url, std::string_view what);
-
-// Where a URL's host and port point for a TCP connection: getaddrinfo's first answer.
-struct SocketAddress {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  const sockaddr* as_sockaddr() const { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-// False with `error` ("cannot resolve HOST: why") when the host does not resolve.
-bool resolve_socket_address(const HttpUrl& url, SocketAddress& out, std::string& error);
 
 struct HttpReply {
   int status = 0;  // 0: no HTTP reply (see error)

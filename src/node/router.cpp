@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "node/request_model.h"
 
 namespace gpufrac {
@@ -53,10 +54,18 @@ void Router::stop() {
 }
 
 void Router::set_replica(const std::string& model, int replica, ReplicaState state) {
+  ServerAddress upstream;
+  std::string error;
+  if (state.ready && !resolve_server_address(state.host, state.port, upstream, error)) {
+    log_warn("router: model ", model, " replica ", replica, ": ", error);
+    state.ready = false;
+    state.state = error;
+  }
   std::lock_guard lock(mutex_);
   for (Model& m : models_) {
     if (m.name != model || replica < 0 || size_t(replica) >= m.replicas.size()) continue;
     m.replicas[size_t(replica)].state = std::move(state);
+    m.replicas[size_t(replica)].upstream = std::move(upstream);
   }
 }
 
@@ -93,7 +102,7 @@ void Router::handle_model_request(const HttpRequest& request,
   }
   const std::string& name = requested->name;
 
-  ProxyRequest upstream;
+  ProxyRequest forwarded;
   Model* model = nullptr;
   size_t chosen = 0;
   {
@@ -127,30 +136,31 @@ void Router::handle_model_request(const HttpRequest& request,
     model->next = (chosen + 1) % count;
     Replica& replica = model->replicas[chosen];
     replica.in_flight++;
-    upstream.port = replica.state.port;
+    forwarded.upstream = replica.upstream;
     if (!replica.state.served_name.empty() && replica.state.served_name != name) {
-      upstream.body = replace_request_model(request.body, *requested, replica.state.served_name);
+      forwarded.body = replace_request_model(request.body, *requested, replica.state.served_name);
     }
   }
   in_flight_++;
-  upstream.target = request.head.target;
-  if (upstream.body.empty()) upstream.body = request.body;
-  upstream.model = name;
-  upstream.headers.push_back("Content-Type: application/json");
+  forwarded.target = request.head.target;
+  if (forwarded.body.empty()) forwarded.body = request.body;
+  forwarded.model = name;
+  forwarded.headers.push_back("Content-Type: application/json");
   for (const char* header : {"authorization", "accept"}) {
     std::string_view value = request.header(header);
     if (value.empty()) continue;
-    upstream.headers.push_back(
+    forwarded.headers.push_back(
         std::string(header == std::string("accept") ? "Accept" : "Authorization") + ": " +
         std::string(value));
   }
-  proxy_.forward(std::move(upstream), std::move(response), [this, model, chosen](ProxyOutcome) {
-    {
-      std::lock_guard lock(mutex_);
-      model->replicas[chosen].in_flight--;
-    }
-    in_flight_--;
-  });
+  proxy_.forward(std::move(forwarded), std::move(response),
+                 [this, model, chosen](const ProxyResult&) {
+                   {
+                     std::lock_guard lock(mutex_);
+                     model->replicas[chosen].in_flight--;
+                   }
+                   in_flight_--;
+                 });
 }
 
 void Router::handle_models(std::shared_ptr<HttpResponse> response) {

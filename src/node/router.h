@@ -10,6 +10,11 @@
 // string 400, node draining for shutdown 503. Only "model" is read (request_model.h): the engine
 // validates the rest of the body.
 //
+// A replica's engine is reached at its host and port (ReplicaState; 127.0.0.1 for the node's own
+// engines): an IPv4 or IPv6 literal or a host name, resolved by set_replica() when the replica
+// becomes ready. A ready replica whose host does not resolve is kept not ready, its state naming
+// the resolver's error (503 model_not_ready says it).
+//
 // If an engine serves under another name than the node's (a vLLM command without
 // --served-model-name), the router rewrites "model" in the request to the engine's name, learnt
 // from the engine's /v1/models when the replica became ready.
@@ -36,6 +41,7 @@ struct RouterModel {
 };
 
 struct ReplicaState {
+  std::string host = "127.0.0.1";  // the engine's address: "127.0.0.1", "::1", "localhost", ...
   int port = 0;
   bool ready = false;
   std::string state = "starting";  // shown in 503 messages: starting, restarting, stopped, ...
@@ -51,6 +57,8 @@ class Router {
   void start();
   int port() const { return server_.port(); }
 
+  // Resolves a ready replica's host (blocking while a name is looked up: call it off the HTTP
+  // loop, as the supervisor does).
   void set_replica(const std::string& model, int replica, ReplicaState state);
 
   // Refuse new requests (503), then wait until every request in flight has finished.
@@ -62,6 +70,7 @@ class Router {
  private:
   struct Replica {
     ReplicaState state;
+    ServerAddress upstream;  // state's host and port, resolved while ready
     int in_flight = 0;
   };
   struct Model {

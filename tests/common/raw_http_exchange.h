@@ -2,7 +2,7 @@
 // sends any bytes (malformed requests too), reads the reply as it streams in (recording when body
 // bytes arrived) and can hang up mid-stream (cancel-on-disconnect tests). Blocking; one
 // connection per exchange, to 127.0.0.1. Also: a local port nothing listens on (free_port), for
-// servers a test starts and for connections that must be refused.
+// servers a test starts and for connections that must be refused, and whether [::1] can be used.
 #pragma once
 
 #include <arpa/inet.h>
@@ -46,6 +46,18 @@ inline int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   ::close(fd);
   return ntohs(address.sin_port);
+}
+
+// Whether a socket can be bound to the IPv6 loopback [::1] here (some containers have no IPv6):
+// tests of IPv6 upstreams skip, saying so, where it cannot.
+inline bool ipv6_loopback_available() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  if (fd >= 0) ::close(fd);
+  return bound;
 }
 
 // A blocking TCP connection to 127.0.0.1:`port`; -1 when refused.

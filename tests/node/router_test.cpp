@@ -1,6 +1,6 @@
 // The router against in-process upstream engines: routing by "model", 404/503/400 with OpenAI
 // bodies, streams passed through as they arrive, client disconnect closing the upstream request,
-// replica balancing, engine-name rewriting, draining.
+// replica balancing, engine-name rewriting, draining, upstreams reached by host name and over IPv6.
 #include "node/router.h"
 
 #include <gtest/gtest.h>
@@ -19,11 +19,12 @@ namespace {
 using testing::eventually;
 using testing::stream_request;
 
-// An engine stand-in: streams `chunks` SSE events `gap_ms` apart, or answers JSON when the body
-// has "stream": false; echoes the model it was asked for; notes disconnects.
+// An engine stand-in listening on `host`: streams `chunks` SSE events `gap_ms` apart, or answers
+// JSON when the body has "stream": false; echoes the model it was asked for; notes disconnects.
 class FakeUpstream {
  public:
-  explicit FakeUpstream(int chunks = 3, int gap_ms = 100) : chunks_(chunks), gap_ms_(gap_ms), server_({}) {
+  explicit FakeUpstream(int chunks = 3, int gap_ms = 100, std::string host = "127.0.0.1")
+      : chunks_(chunks), gap_ms_(gap_ms), server_(HttpServerOptions{std::move(host)}) {
     server_.route("POST", "/v1/completions", [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
       requests_++;
       Json body = Json::parse(q.body);
@@ -62,8 +63,9 @@ class FakeUpstream {
   HttpServer server_;
 };
 
-ReplicaState ready_at(int port, std::string served = "") {
+ReplicaState ready_at(int port, std::string served = "", std::string host = "127.0.0.1") {
   ReplicaState s;
+  s.host = std::move(host);
   s.port = port;
   s.ready = true;
   s.state = "ready";
@@ -226,6 +228,41 @@ TEST(Router, DrainRefusesNewRequestsAndWaitsForInFlight) {
   EXPECT_TRUE(router.wait_idle(5));
   stream.join();
   EXPECT_TRUE(in_flight.complete) << in_flight.error;
+}
+
+// Routes one streamed and one JSON request for model "m" to an upstream on `host`.
+void expect_reached_on(const std::string& host) {
+  FakeUpstream upstream(3, 10, host);
+  Router router({}, {{"m", 1}});
+  router.set_replica("m", 0, ready_at(upstream.port(), "", host));
+  router.start();
+  auto streamed = stream_request(router.port(), "/v1/completions", R"({"model":"m"})");
+  ASSERT_TRUE(streamed.complete) << host << ": " << streamed.error;
+  EXPECT_NE(streamed.body.find("\"i\":2"), std::string::npos) << streamed.body;
+  EXPECT_NE(streamed.body.find("[DONE]"), std::string::npos) << streamed.body;
+  HttpReply json = http_post_json(url(router, "/v1/completions"), R"({"model":"m","stream":false})");
+  ASSERT_EQ(json.status, 200) << host << ": " << json.body;
+  EXPECT_EQ(Json::parse(json.body)["model"], "m");
+  EXPECT_EQ(upstream.requests_, 2);
+  EXPECT_TRUE(router.wait_idle(2));
+}
+
+TEST(Router, ReachesAnUpstreamByHostName) { expect_reached_on("localhost"); }
+
+TEST(Router, ReachesAnUpstreamOverIpv6) {
+  if (!testing::ipv6_loopback_available()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  expect_reached_on("::1");
+}
+
+TEST(Router, AReplicaWhoseHostDoesNotResolveIsNotReady) {
+  Router router({}, {{"a", 1}});
+  router.set_replica("a", 0, ready_at(8000, "", "no-such-host.invalid"));
+  router.start();
+  HttpReply reply = http_post_json(url(router, "/v1/completions"), R"({"model":"a"})");
+  EXPECT_EQ(reply.status, 503);
+  EXPECT_EQ(Json::parse(reply.body)["error"]["code"], "model_not_ready");
+  EXPECT_NE(reply.body.find("cannot resolve no-such-host.invalid"), std::string::npos) << reply.body;
+  EXPECT_EQ(http_get(url(router, "/health")).status, 503);
 }
 
 }  // namespace
