@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "k8s/agent_command.h"
+#include "k8s/exec_command.h"
 #include "k8s/render_command.h"
+#include "k8s/router_command.h"
 
 namespace gpufrac::k8s {
 namespace {
@@ -21,8 +24,11 @@ struct Subcommand {
 const std::vector<Subcommand> kSubcommands = {
     {"render", "write a node spec as Kubernetes manifests (a kustomize base) for KAI",
      render_command},
+    {"exec", "a model container's entrypoint: the pod's GPU fraction enforced, fail closed",
      exec_command},
+    {"agent", "the node agent: one MPS daemon per GPU, readiness, metrics, client checks",
      agent_command},
+    {"router", "one address for every model: routes by \"model\" to the models' Services",
      router_command},
 };
 
