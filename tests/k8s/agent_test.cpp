@@ -107,7 +107,7 @@ TEST_F(K8sAgent, ASecondAgentOnTheSameRootIsRefused) {
   CommandResult second =
       run_shell(std::string("GPUFRAC_NVML_LIBRARY=") + FAKE_NVML_NODE + " " + GPUFRAC_BINARY +
                 " k8s agent --root " + agent_->root() + " --listen 127.0.0.1:0 --mps-control " +
-                source_dir() + "/tests/fakes/fake_mps_control.py");
+                source_tree() + "/tests/fakes/fake_mps_control.py");
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.output.find("another gpufrac agent holds " + agent_->root() + "/agent.lock"),
             std::string::npos)

@@ -18,16 +18,6 @@
 
 namespace gpufrac::testing {
 
-// Polls `condition` every 20 ms for up to `timeout_s`.
-inline bool eventually(const std::function<bool()>& condition, double timeout_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
-
 // /bin/sh -c LINE in its own process group, output to `log`.
 inline ProcessId spawn_shell(const std::string& line, const std::string& log,
                              std::vector<std::string> env = {}) {
@@ -54,7 +44,7 @@ class AgentProcess {
       : root_(std::move(root)), port_(pick_free_port()), log_(root_ + ".log") {
     std::string line = std::string(GPUFRAC_BINARY) + " k8s agent --root " + root_ +
                        " --listen 127.0.0.1:" + std::to_string(port_) + " --mps-control " +
-                       source_dir() + "/tests/fakes/fake_mps_control.py --check-interval 0.2s " +
+                       source_tree() + "/tests/fakes/fake_mps_control.py --check-interval 0.2s " +
                        extra;
     process_ = spawn_shell("exec " + line, log_,
                            {std::string("GPUFRAC_NVML_LIBRARY=") + FAKE_NVML_NODE,

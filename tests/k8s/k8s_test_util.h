@@ -1,6 +1,6 @@
-// Helpers shared by the k8s tests: the source tree and the gpufrac binary (compiled in by CMake,
-// since a test binary run by hand has no ctest environment), temporary directories, files,
-// running a command, and rendered YAML read back as JSON.
+// Helpers shared by the k8s tests (beside the node tests' temporary directories, files and
+// polling): the source tree (compiled in by CMake, since a test binary run by hand has no ctest
+// environment), running a command, and rendered YAML read back as JSON.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,40 +15,14 @@
 #include <string>
 
 #include "common/json.h"
+#include "node/node_test_util.h"  // TempDir, read_file, write_file, eventually
 
 namespace gpufrac::testing {
 
-inline std::string source_dir() {
+// The source tree: GPUFRAC_SOURCE_DIR under ctest, else the path CMake compiled in.
+inline std::string source_tree() {
   const char* from_env = std::getenv("GPUFRAC_SOURCE_DIR");
   return from_env && *from_env ? from_env : GPUFRAC_SOURCE_DIR_AT_BUILD;
-}
-
-// A fresh directory under /tmp (short, so MPS pipe paths fit), removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/gfk-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
 }
 
 struct CommandResult {

@@ -11,10 +11,10 @@ namespace gpufrac::testing {
 namespace {
 
 std::string example(const std::string& name) {
-  return source_dir() + "/docs/examples/kubernetes/" + name + ".yaml";
+  return source_tree() + "/docs/examples/kubernetes/" + name + ".yaml";
 }
 std::string golden_dir(const std::string& name) {
-  return source_dir() + "/tests/k8s/golden/" + name;
+  return source_tree() + "/tests/k8s/golden/" + name;
 }
 
 std::set<std::string> files_in(const std::string& dir) {
@@ -33,7 +33,7 @@ CommandResult render(const std::string& spec, const std::string& out,
 
 std::string kubernetes_models_dir() {
   const char* data = std::getenv("GPUFRAC_DATA_DIR");
-  std::string base = data && *data ? std::string(data) : source_dir() + "/third_party";
+  std::string base = data && *data ? std::string(data) : source_tree() + "/third_party";
   return base + "/npm/kubernetes-models/node_modules/kubernetes-models";
 }
 
@@ -76,7 +76,7 @@ TEST_P(RenderExample, EveryObjectValidatesAgainstTheKubernetesSchemas) {
     write_file(json, yaml_to_json(node).dump());
     files += " '" + json + "'";
   }
-  CommandResult check = run_shell("node '" + source_dir() + "/tests/k8s/validate_manifests.js' '" +
+  CommandResult check = run_shell("node '" + source_tree() + "/tests/k8s/validate_manifests.js' '" +
                                   package + "'" + files);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_EQ(check.output.find("FAIL"), std::string::npos) << check.output;
