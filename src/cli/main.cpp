@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "engine/api/serve_command.h"
 #include "experiment/experiment_command.h"
+#include "k8s/k8s_command.h"
 #include "memcap/memcap_command.h"
 #include "node/down_command.h"
 #include "node/gpus_command.h"
@@ -36,6 +37,7 @@ const std::vector<Command> kCommands = {
     {"down", "drain and stop a node and everything it started", gpufrac::down_command},
     {"status", "a node's models: GPU, SM %, memory, state, restarts", gpufrac::status_command},
     {"gpus", "GPUs, SMs, memory, processes and MPS daemons here", gpufrac::gpus_command},
+    {"k8s", "on a Kubernetes cluster with KAI: manifests, pod entrypoint, node agent", gpufrac::k8s::k8s_command},
 };
 
 void print_help() {

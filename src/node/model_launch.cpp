@@ -104,6 +104,62 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
+void clear_inherited_limits(std::vector<std::string>& env) {
+  remove_env_prefix(env, "CUDA_MPS_");
+  remove_env_prefix(env, "GPUFRAC_MEMCAP_");
+  remove_env_prefix(env, "GPUFRAC_NODE_");
+}
+
+bool set_gpu_limits(std::vector<std::string>& env, const GpuLimits& limits) {
+  set_env(env, "CUDA_VISIBLE_DEVICES", limits.gpu_uuid);
+  bool capped_by_shim = false;
+  if (limits.mode == SharingMode::kFractions) {
+    for (const auto& [name, value] : limits.mps_client_env) set_env(env, name, value);
+    set_env(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(limits.sm_percent));
+    set_env(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+            "0=" + mebibytes_limit(limits.memory_cap_bytes));
+    capped_by_shim = !limits.memcap_library.empty();
+  } else {
+    // Not an MPS client: point CUDA at an empty pipe directory, or it would join a daemon on the
+    // default /tmp/nvidia-mps (someone else's) without a word.
+    set_env(env, "CUDA_MPS_PIPE_DIRECTORY", limits.no_mps_pipe_dir);
+    capped_by_shim = limits.mode == SharingMode::kTimeslice;
+  }
+  if (capped_by_shim) {
+    std::string preload = limits.memcap_library;
+    for (const std::string& entry : env) {
+      if (entry.starts_with("LD_PRELOAD=") && entry.size() > 11) preload += ":" + entry.substr(11);
+    }
+    set_env(env, "LD_PRELOAD", preload);
+    set_env(env, memcap::kEnvBytes, std::to_string(limits.memory_cap_bytes));
+    set_env(env, memcap::kEnvTenant, limits.memcap_tenant);
+    set_env(env, memcap::kEnvStateDir, limits.memcap_state_dir);
+  }
+  return capped_by_shim;
+}
+
+std::vector<std::string> shell_command_argv(const std::string& command) {
+  bool plain = command.find_first_of(";&|()`\n") == std::string::npos &&
+               command.find("$(") == std::string::npos;
+  return {"/bin/sh", "-c", plain ? "exec " + command : command};
+}
+
+std::vector<std::string> builtin_engine_argv(const std::string& gpufrac_binary,
+                                             const ModelSpec& model, const std::string& device,
+                                             const std::string& host, int port) {
+  std::vector<std::string> argv = {
+      gpufrac_binary, "serve",  "--model", model.model, "--device",
+      device,         "--host", host,      "--port",    std::to_string(port)};
+  bool named = std::any_of(model.engine_args.begin(), model.engine_args.end(),
+                           [](const auto& arg) { return arg.first == "served-model-name"; });
+  if (!named) argv.insert(argv.end(), {"--served-model-name", model.name});
+  for (const auto& [key, value] : model.engine_args) {
+    argv.push_back("--" + key);
+    if (!value.empty()) argv.push_back(value);
+  }
+  return argv;
+}
+
 LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
                        const PlacedInstance& instance, int port, const LaunchContext& context) {
   const ModelSpec& model = spec.models[instance.model_index];
@@ -116,16 +172,8 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   plan.log_path = context.run_dir + "/logs/" + file_safe(instance.instance_name) + ".log";
 
   if (model.builtin()) {
-    plan.argv = {context.gpufrac_binary, "serve", "--model", model.model,
-                 "--device", device.is_cpu() ? "cpu" : "cuda", "--host", "127.0.0.1",
-                 "--port", std::to_string(port)};
-    bool named = std::any_of(model.engine_args.begin(), model.engine_args.end(),
-                             [](const auto& arg) { return arg.first == "served-model-name"; });
-    if (!named) plan.argv.insert(plan.argv.end(), {"--served-model-name", model.name});
-    for (const auto& [key, value] : model.engine_args) {
-      plan.argv.push_back("--" + key);
-      if (!value.empty()) plan.argv.push_back(value);
-    }
+    plan.argv = builtin_engine_argv(context.gpufrac_binary, model, device.is_cpu() ? "cpu" : "cuda",
+                                    "127.0.0.1", port);
   } else {
     std::vector<std::pair<std::string, std::string>> values = {
         {"port", std::to_string(port)},
@@ -135,52 +183,37 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
         {"gpu_memory_utilization", gpu_memory_utilization(instance, device)},
         {"name", model.name},
     };
-    std::string command = expand_placeholders(model.command, values, field + ".command");
-    // A plain command line replaces the shell, so the engine is the process we watch and signal.
-    bool plain = command.find_first_of(";&|()`\n") == std::string::npos && command.find("$(") == std::string::npos;
-    plan.argv = {"/bin/sh", "-c", plain ? "exec " + command : command};
+    plan.argv = shell_command_argv(expand_placeholders(model.command, values, field + ".command"));
   }
 
   std::vector<std::string>& env = plan.env;
   env = current_environment();
-  remove_env_prefix(env, "CUDA_MPS_");
-  remove_env_prefix(env, "GPUFRAC_MEMCAP_");
-  remove_env_prefix(env, "GPUFRAC_NODE_");
-  set_env(env, "CUDA_VISIBLE_DEVICES", device.is_cpu() ? "" : device.uuid);
-  bool capped_by_shim = false;
+  clear_inherited_limits(env);
   if (device.is_cpu()) {
+    set_env(env, "CUDA_VISIBLE_DEVICES", "");
     if (instance.mode != SharingMode::kDedicated) plan.data_limit_bytes = instance.memory_cap_bytes;
     if (!instance.cpus.empty()) {
       plan.cpus = instance.cpus;
       set_env(env, "OMP_NUM_THREADS", std::to_string(instance.cpus.size()));
     }
-  } else if (instance.mode == SharingMode::kFractions) {
-    for (const auto& [name, value] : context.mps_client_env.at(instance.device_index)) set_env(env, name, value);
-    set_env(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(instance.sm_percent));
-    set_env(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + mebibytes_limit(instance.memory_cap_bytes));
-    capped_by_shim = !context.memcap_library.empty();
   } else {
-    // Not an MPS client: point CUDA at an empty pipe directory, or it would join a daemon on the
-    // default /tmp/nvidia-mps (someone else's) without a word.
-    set_env(env, "CUDA_MPS_PIPE_DIRECTORY", context.run_dir + "/mps/none");
-  }
-  if (!device.is_cpu() && instance.mode == SharingMode::kTimeslice) {
-    if (context.memcap_library.empty()) {
+    if (instance.mode == SharingMode::kTimeslice && context.memcap_library.empty()) {
       throw UsageError(spec.source + ": memcap_library: timeslice mode caps memory with " +
                        kMemcapLibraryName + ", which is not built beside gpufrac; build target " +
                        "gpufrac_memcap or set memcap_library: PATH");
     }
-    capped_by_shim = true;
-  }
-  if (capped_by_shim) {
-    std::string preload = context.memcap_library;
-    for (const std::string& entry : env) {
-      if (entry.starts_with("LD_PRELOAD=") && entry.size() > 11) preload += ":" + entry.substr(11);
-    }
-    set_env(env, "LD_PRELOAD", preload);
-    set_env(env, memcap::kEnvBytes, std::to_string(instance.memory_cap_bytes));
-    set_env(env, memcap::kEnvTenant, memcap_tenant(spec.name, instance.instance_name));
-    set_env(env, memcap::kEnvStateDir, context.run_dir + "/memcap");
+    GpuLimits limits;
+    limits.gpu_uuid = device.uuid;
+    limits.mode = instance.mode;
+    limits.sm_percent = instance.sm_percent;
+    limits.memory_cap_bytes = instance.memory_cap_bytes;
+    if (instance.mode == SharingMode::kFractions)
+      limits.mps_client_env = context.mps_client_env.at(instance.device_index);
+    limits.no_mps_pipe_dir = context.run_dir + "/mps/none";
+    limits.memcap_library = context.memcap_library;
+    limits.memcap_tenant = memcap_tenant(spec.name, instance.instance_name);
+    limits.memcap_state_dir = context.run_dir + "/memcap";
+    set_gpu_limits(env, limits);
   }
   set_env(env, "GPUFRAC_NODE_MODEL", model.name);
   set_env(env, "GPUFRAC_NODE_PORT", std::to_string(port));

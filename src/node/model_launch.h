@@ -16,9 +16,10 @@
 //                     GPUFRAC_NODE_SM_PERCENT (so any engine can read its limits), then the
 //                     model's own env: entries.
 // Command line: builtin = `<gpufrac> serve --model M --device cuda|cpu --host 127.0.0.1
-// --port P --served-model-name NAME [--KEY VALUE for engine_args]`; command: = `/bin/sh -c <command>` with {port}, {gpu},
-// {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name} replaced ("exec <command>" when
-// it is a plain command line, so that the engine itself is the process the node watches).
+// --port P --served-model-name NAME [--KEY VALUE for engine_args]`; command: = `/bin/sh -c
+// <command>` with {port}, {gpu}, {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name}
+// replaced ("exec <command>" when it is a plain command line, so that the engine itself is the
+// process the node watches).
 #pragma once
 
 #include <cstdint>
@@ -68,6 +69,37 @@ std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac
 std::string expand_placeholders(const std::string& command,
                                 const std::vector<std::pair<std::string, std::string>>& values,
                                 const std::string& field);
+
+// The limits of an engine on a GPU, as environment (the GPU rows of the table above). plan_launch
+// and `gpufrac k8s exec` both build an engine's environment with set_gpu_limits.
+struct GpuLimits {
+  std::string gpu_uuid;  // CUDA_VISIBLE_DEVICES
+  SharingMode mode = SharingMode::kFractions;
+  int sm_percent = 100;  // fractions: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+  uint64_t memory_cap_bytes = 0;
+  // fractions: the GPU daemon's client environment (pipe and log directories)
+  std::vector<std::pair<std::string, std::string>> mps_client_env;
+  std::string no_mps_pipe_dir;  // timeslice, dedicated: an empty CUDA_MPS_PIPE_DIRECTORY
+  std::string memcap_library;   // the shim; empty when there is none (timeslice needs it)
+  std::string memcap_tenant;    // letters, digits, '.', '_', '-'
+  std::string memcap_state_dir;
+};
+
+// Removes inherited CUDA_MPS_*, GPUFRAC_MEMCAP_* and GPUFRAC_NODE_* variables, so that an engine
+// never joins someone else's MPS server or cap by accident.
+void clear_inherited_limits(std::vector<std::string>& env);
+// Sets CUDA_VISIBLE_DEVICES and the limits of `limits.mode` in `env`; the shim goes first in
+// LD_PRELOAD (fractions: when there is one; timeslice: always). Returns true when it preloads it.
+bool set_gpu_limits(std::vector<std::string>& env, const GpuLimits& limits);
+
+// A command: model's command line as argv: /bin/sh -c "exec <command>" when it is a plain command
+// line (the engine itself is then the process that is watched and signalled), else as it is.
+std::vector<std::string> shell_command_argv(const std::string& command);
+// The built-in engine: <gpufrac> serve --model M --device D --host H --port P
+// [--served-model-name NAME unless engine_args has one] [--KEY VALUE for each engine_args entry].
+std::vector<std::string> builtin_engine_argv(const std::string& gpufrac_binary,
+                                             const ModelSpec& model, const std::string& device,
+                                             const std::string& host, int port);
 
 // A name usable as a file name ("org/model#1" -> "org_model#1").
 std::string file_safe(const std::string& name);

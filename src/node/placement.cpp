@@ -29,8 +29,7 @@ uint64_t memory_cap(const ModelSpec& model, const PlacementDevice& device, uint6
     return device.memory_bytes > reserve ? device.memory_bytes - reserve : 0;
   }
   if (model.fraction.memory_bytes) return *model.fraction.memory_bytes;
-  double share_bytes = *model.fraction.memory_share * double(device.memory_bytes);
-  return share_bytes > double(reserve) ? uint64_t(share_bytes) - reserve : 0;
+  return share_memory_cap(*model.fraction.memory_share, device.memory_bytes, reserve);
 }
 
 int cores_for(double share, const PlacementDevice& device) {
@@ -84,7 +83,15 @@ std::string misfit(const NodeSpec& spec, size_t model_index, const PlacementDevi
   return {};
 }
 
-// Requirements of the mode that a model must meet on any device of that mode.
+}  // namespace
+
+uint64_t share_memory_cap(double share, uint64_t device_bytes, uint64_t reserve) {
+  double share_bytes = share * double(device_bytes);
+  return share_bytes > double(reserve) ? uint64_t(share_bytes) - reserve : 0;
+}
+
+int sm_percent_of(double compute_share) { return std::clamp(int(std::lround(compute_share * 100)), 1, 100); }
+
 void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevice>& devices) {
   bool any_fractions = false, any_timeslice = false;
   for (const PlacementDevice& d : devices) {
@@ -104,8 +111,6 @@ void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevi
     }
   }
 }
-
-}  // namespace
 
 std::vector<PlacementDevice> select_devices(const NodeSpec& spec, const MachineInventory& machine) {
   auto mode_of = [&](const GpuSelection* selection) {
@@ -233,7 +238,7 @@ Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> device
     load.instances++;
     if (device.mode == SharingMode::kFractions) {
       instance.compute_share = *model.fraction.compute;
-      instance.sm_percent = std::clamp(int(std::lround(instance.compute_share * 100)), 1, 100);
+      instance.sm_percent = sm_percent_of(instance.compute_share);
       load.compute_used += instance.compute_share;
       if (device.is_cpu()) {
         int cores = cores_for(instance.compute_share, device);

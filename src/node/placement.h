@@ -61,6 +61,15 @@ std::vector<PlacementDevice> select_devices(const NodeSpec& spec, const MachineI
 
 Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> devices);
 
+// The fraction fields a mode needs, for every model (place_models checks them first): fractions
+// needs compute and memory, timeslice memory. Throws UsageError naming the field.
+void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevice>& devices);
+
+// A memory share's cap: share * device memory - reserve, 0 when that leaves nothing.
+uint64_t share_memory_cap(double share, uint64_t device_bytes, uint64_t reserve);
+// A compute share as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: rounded, 1..100.
+int sm_percent_of(double compute_share);
+
 // "{gpu_memory_utilization}": cap / device memory, rounded down to 4 decimals.
 std::string gpu_memory_utilization(const PlacedInstance& instance, const PlacementDevice& device);
 

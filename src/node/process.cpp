@@ -183,7 +183,8 @@ ProcessId spawn_process(const SpawnOptions& options) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int cpu : options.cpus) CPU_SET(cpu, &cpus);
-  int log_fd = ::open(options.log_path.empty() ? "/dev/null" : options.log_path.c_str(),
+  bool to_log = !options.log_path.empty() && !options.inherit_output;
+  int log_fd = ::open(to_log ? options.log_path.c_str() : "/dev/null",
                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     throw RuntimeFailure("cannot open log file " + options.log_path + ": " + std::strerror(errno));
@@ -211,7 +212,8 @@ ProcessId spawn_process(const SpawnOptions& options) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
-    if (::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) {
+    bool redirect = !options.inherit_output;
+    if (::dup2(null_fd, 0) < 0 || (redirect && (::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0))) {
       child_fail(report[1], "dup2");
     }
     if (!options.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) {

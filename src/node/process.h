@@ -40,6 +40,7 @@ struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is looked up on PATH when it has no '/'
   std::vector<std::string> env;   // the whole environment, "NAME=value"
   std::string log_path;           // stdout and stderr are appended here; empty: /dev/null
+  bool inherit_output = false;    // keep this process's stdout and stderr instead (log_path unused)
   std::vector<int> cpus;          // CPU affinity; empty: inherit
   uint64_t data_limit_bytes = 0;  // RLIMIT_DATA; 0: inherit
 };

@@ -38,6 +38,8 @@ bool killed_from_outside(int wait_status) {
   return sig == SIGKILL || sig == SIGTERM || sig == SIGINT;
 }
 
+}  // namespace
+
 std::string served_model_name(const std::string& base_url) {
   HttpReply reply = http_get(base_url + "/v1/models", 2);
   if (!reply.ok()) return {};
@@ -48,8 +50,6 @@ std::string served_model_name(const std::string& base_url) {
   }
   return models["data"][0]["id"].get<std::string>();
 }
-
-}  // namespace
 
 std::string_view instance_state_name(InstanceState state) {
   switch (state) {

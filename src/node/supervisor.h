@@ -32,6 +32,9 @@
 namespace gpufrac {
 
 enum class InstanceState { kStarting, kReady, kRestarting, kStopping, kStopped };
+
+// The model id an engine serves under: the first id of its /v1/models; "" when it does not say.
+std::string served_model_name(const std::string& base_url);
 std::string_view instance_state_name(InstanceState state);
 
 struct SupervisedInstance {

@@ -1,0 +1,108 @@
+#include "k8s/cluster_router.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "node/supervisor.h"
+
+namespace gpufrac::k8s {
+namespace {
+
+std::vector<RouterModel> router_models(const std::vector<Upstream>& upstreams) {
+  std::vector<RouterModel> models;
+  for (const Upstream& u : upstreams) models.push_back({u.model, 1});
+  return models;
+}
+
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost";
+}
+
+}  // namespace
+
+std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values) {
+  if (values.empty())
+    throw UsageError(
+        "--upstream: give one per model, like --upstream qwen-a=http://demo-qwen-a:8000/health");
+  std::vector<Upstream> upstreams;
+  for (const std::string& value : values) {
+    size_t equals = value.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw UsageError("--upstream: '" + value +
+                       "' is not NAME=URL, like qwen-a=http://demo-qwen-a:8000/health");
+    }
+    Upstream u;
+    u.model = value.substr(0, equals);
+    u.health_url = value.substr(equals + 1);
+    u.url = parse_http_url(u.health_url, "--upstream " + u.model);
+    u.base_url = "http://" + u.url.host + ":" + std::to_string(u.url.port);
+    // The router's proxy reaches engines on this machine's loopback only (node/upstream_proxy.h).
+    if (!loopback(u.url.host)) {
+      throw UsageError("--upstream " + u.model +
+                       ": this router reaches engines on 127.0.0.1 only, not " + u.url.host);
+    }
+    for (const Upstream& other : upstreams) {
+      if (other.model == u.model)
+        throw UsageError("--upstream: model '" + u.model + "' is given twice; give it once");
+    }
+    upstreams.push_back(std::move(u));
+  }
+  return upstreams;
+}
+
+ClusterRouter::ClusterRouter(HttpServerOptions listen, std::vector<Upstream> upstreams,
+                             double poll_interval_s)
+    : upstreams_(std::move(upstreams)),
+      poll_interval_s_(poll_interval_s),
+      router_(listen, router_models(upstreams_)) {}
+
+ClusterRouter::~ClusterRouter() {
+  stop();
+}
+
+void ClusterRouter::start() {
+  router_.start();
+  watcher_ = std::thread([this] { watch(); });
+}
+
+void ClusterRouter::stop(double drain_timeout_s) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  router_.begin_drain();
+  if (!router_.wait_idle(drain_timeout_s))
+    log_warn("router: ", router_.in_flight(), " request(s) still in flight");
+  router_.stop();
+}
+
+void ClusterRouter::watch() {
+  std::vector<bool> ready(upstreams_.size(), false);
+  while (true) {
+    for (size_t i = 0; i < upstreams_.size(); ++i) {
+      const Upstream& u = upstreams_[i];
+      HttpReply reply = http_get(u.health_url, 2);
+      bool now_ready = reply.status == 200;
+      if (now_ready != ready[i]) {
+        log_info("router: model '", u.model, "' is ", now_ready ? "ready" : "not ready", " (",
+                 u.health_url, ": ", reply.status ? std::to_string(reply.status) : reply.error,
+                 ")");
+      }
+      ready[i] = now_ready;
+      ReplicaState state;
+      state.port = u.url.port;
+      state.ready = now_ready;
+      state.state = now_ready ? "ready" : "starting";
+      if (now_ready) state.served_name = served_model_name(u.base_url);
+      router_.set_replica(u.model, 0, state);
+    }
+    std::unique_lock lock(mutex_);
+    if (wake_.wait_for(lock, std::chrono::duration<double>(poll_interval_s_),
+                       [&] { return stopping_; }))
+      return;
+  }
+}
+
+}  // namespace gpufrac::k8s
