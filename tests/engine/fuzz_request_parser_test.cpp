@@ -6,20 +6,22 @@
 #include <random>
 #include <variant>
 
-#include "engine/api/completion_request.h"
+#include "engine/api/generation_request.h"
 #include "fuzz_request_corpus.h"
 
 namespace gpufrac::engine {
 namespace {
 
 TEST(FuzzRequestParser, TwentyThousandMalformedBodies) {
-  const CompletionLimits limits{"fuzz", 500, 64};
+  const RequestLimits limits{"fuzz", 500, 64};
   std::mt19937 rng(20261129);
   int accepted = 0, refused = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string body = testing::fuzz_body(rng, limits.vocab_size);
-    std::variant<CompletionRequest, RequestError> result;
-    ASSERT_NO_THROW(result = parse_completion_request(body, limits)) << body;
+    std::variant<GenerationRequest, RequestError> result;
+    ASSERT_NO_THROW(result =
+                        parse_generation_request(body, limits, GenerationEndpoint::kCompletions))
+        << body;
     if (const RequestError* e = std::get_if<RequestError>(&result)) {
       ++refused;
       ASSERT_TRUE(e->status == 400 || e->status == 404) << body;
@@ -27,7 +29,7 @@ TEST(FuzzRequestParser, TwentyThousandMalformedBodies) {
       continue;
     }
     ++accepted;
-    const EngineRequest& r = std::get<CompletionRequest>(result).engine;
+    const EngineRequest& r = std::get<GenerationRequest>(result).engine;
     ASSERT_FALSE(r.prompt.empty()) << body;
     for (int32_t t : r.prompt) ASSERT_TRUE(t >= 0 && t < limits.vocab_size) << body;
     for (int32_t t : r.stop.stop_token_ids) ASSERT_TRUE(t >= 0 && t < limits.vocab_size) << body;

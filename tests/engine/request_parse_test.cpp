@@ -3,24 +3,24 @@
 #include <string>
 #include <variant>
 
-#include "engine/api/completion_request.h"
+#include "engine/api/generation_request.h"
 
 namespace gpufrac::engine {
 namespace {
 
-const CompletionLimits kLimits{"tiny", 1000, 64};
+const RequestLimits kLimits{"tiny", 1000, 64};
 
-CompletionRequest ok(const std::string& body) {
-  auto r = parse_completion_request(body, kLimits);
+GenerationRequest ok(const std::string& body) {
+  auto r = parse_generation_request(body, kLimits, GenerationEndpoint::kCompletions);
   if (auto* e = std::get_if<RequestError>(&r)) {
     ADD_FAILURE() << body << " -> " << e->status << " " << e->message;
     return {};
   }
-  return std::get<CompletionRequest>(r);
+  return std::get<GenerationRequest>(r);
 }
 
 RequestError error(const std::string& body) {
-  auto r = parse_completion_request(body, kLimits);
+  auto r = parse_generation_request(body, kLimits, GenerationEndpoint::kCompletions);
   if (!std::holds_alternative<RequestError>(r)) {
     ADD_FAILURE() << body << " was accepted";
     return {};
@@ -29,7 +29,7 @@ RequestError error(const std::string& body) {
 }
 
 TEST(RequestParse, TokenIdPromptsWithDefaults) {
-  CompletionRequest r = ok(R"({"model":"tiny","prompt":[1,2,3]})");
+  GenerationRequest r = ok(R"({"model":"tiny","prompt":[1,2,3]})");
   EXPECT_EQ(r.engine.prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(r.engine.stop.max_tokens, 16);
   EXPECT_EQ(r.engine.temperature, 1.0f);
@@ -43,7 +43,7 @@ TEST(RequestParse, TokenIdPromptsWithDefaults) {
 }
 
 TEST(RequestParse, EveryKnownField) {
-  CompletionRequest r = ok(R"({"model":"tiny","prompt":[7],"max_tokens":10,"min_tokens":3,
+  GenerationRequest r = ok(R"({"model":"tiny","prompt":[7],"max_tokens":10,"min_tokens":3,
       "temperature":0.5,"top_p":0.9,"top_k":40,"seed":-5,"ignore_eos":true,
       "stop_token_ids":[4,9],"stream":true,"stream_options":{"include_usage":true},
       "n":1,"best_of":null,"echo":false,"logprobs":null,"presence_penalty":0,"stop":[],

@@ -22,7 +22,7 @@ struct ServerSetup {
   int max_waiting_requests = 1024;
   uint64_t max_body_bytes = 1 << 20;
   std::string model_name = "fake-model";
-  const engine::ServedTokenizer* text = nullptr;  // borrowed; null: token ids only
+  const engine::ServedTokenizer* tokenizer = nullptr;  // borrowed; null: token ids only
 };
 
 class FakeServer {
@@ -33,7 +33,7 @@ class FakeServer {
     options.served_model_name = setup.model_name;
     options.http.port = 0;
     options.http.max_body_bytes = setup.max_body_bytes;
-    options.text = setup.text;
+    options.tokenizer = setup.tokenizer;
     server_ = std::make_unique<engine::OpenAiServer>(engine_, options);
     engine_.start();
     server_->start();

@@ -11,9 +11,8 @@
 #include <string>
 #include <variant>
 
-#include "engine/api/chat_request.h"
-#include "engine/api/completion_request.h"
 #include "engine/api/generated_text.h"
+#include "engine/api/generation_request.h"
 #include "engine/api/tokenize_request.h"
 #include "fuzz_request_corpus.h"
 #include "served_tokenizer_support.h"
@@ -21,13 +20,14 @@
 namespace gpufrac::testing {
 namespace {
 
-using engine::CompletionLimits;
-using engine::CompletionRequest;
 using engine::FinishReason;
 using engine::GeneratedText;
+using engine::GenerationEndpoint;
+using engine::GenerationRequest;
 using engine::RequestError;
+using engine::RequestLimits;
 
-CompletionLimits limits(const engine::ServedTokenizer& text, int max_model_len = 256) {
+RequestLimits limits(const engine::ServedTokenizer& text, int max_model_len = 256) {
   return {"tiny", kQwen3VocabSize, max_model_len, &text};
 }
 
@@ -49,13 +49,16 @@ RequestError error(const std::variant<T, RequestError>& r, const std::string& bo
   return std::get<RequestError>(r);
 }
 
-CompletionRequest completion(const std::string& body,
+GenerationRequest completion(const std::string& body,
                              const engine::ServedTokenizer& text = served_qwen3()) {
-  return ok(engine::parse_completion_request(body, limits(text)), body);
+  return ok(engine::parse_generation_request(body, limits(text), GenerationEndpoint::kCompletions),
+            body);
 }
-CompletionRequest chat(const std::string& body,
+GenerationRequest chat(const std::string& body,
                        const engine::ServedTokenizer& text = served_qwen3()) {
-  return ok(engine::parse_chat_completion_request(body, limits(text)), body);
+  return ok(
+      engine::parse_generation_request(body, limits(text), GenerationEndpoint::kChatCompletions),
+      body);
 }
 const engine::Tokenizer& qwen3() {
   return *served_qwen3().get();
@@ -136,7 +139,8 @@ TEST(TextRequest, StopStringsAreReadAndValidated) {
           {R"({"prompt":"x","stop":)" + long_stop + "}", 400, "stop", "at most 1024"},
       },
       [](const std::string& body) {
-        return error_of(engine::parse_completion_request(body, limits(served_qwen3())));
+        return error_of(engine::parse_generation_request(body, limits(served_qwen3()),
+                                                         GenerationEndpoint::kCompletions));
       });
 }
 
@@ -154,12 +158,13 @@ TEST(TextRequest, TextPromptRefusals) {
            "maximum context length is 256"},
       },
       [](const std::string& body) {
-        return error_of(engine::parse_completion_request(body, limits(served_qwen3())));
+        return error_of(engine::parse_generation_request(body, limits(served_qwen3()),
+                                                         GenerationEndpoint::kCompletions));
       });
 }
 
 TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
-  CompletionRequest r = chat(R"({"model":"tiny","messages":[{"role":"user","content":"Hi!"}]})");
+  GenerationRequest r = chat(R"({"model":"tiny","messages":[{"role":"user","content":"Hi!"}]})");
   EXPECT_EQ(r.engine.prompt,
             (std::vector<int32_t>{151644, 872, 198, 13048, 0, 151645, 198, 151644, 77091, 198}));
   // The default length is what the context leaves (vLLM's rule for chat).
@@ -173,7 +178,7 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
             (std::vector<int32_t>{7, 151645, 151643}));
 
   // Text parts are joined with "\n"; a system turn and an earlier assistant turn; thinking off.
-  CompletionRequest parts = chat(R"({"messages":[
+  GenerationRequest parts = chat(R"({"messages":[
       {"role":"system","content":"Be brief."},
       {"role":"user","content":[{"type":"text","text":"Hello"},{"type":"text","text":"world"}]},
       {"role":"assistant","content":"Hi."},
@@ -200,7 +205,7 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
       chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9})").engine.stop.max_tokens,
       9);
   // No generation prompt when asked; assistant content may be null.
-  CompletionRequest plain = chat(R"({"messages":[{"role":"user","content":"Hi!"},
+  GenerationRequest plain = chat(R"({"messages":[{"role":"user","content":"Hi!"},
       {"role":"assistant","content":null}],"add_generation_prompt":false})");
   EXPECT_EQ(plain.engine.prompt.back(), 198);  // "<|im_end|>\n" closes the last turn
 }
@@ -246,7 +251,8 @@ TEST(TextRequest, ChatRefusals) {
            400, "stream_options", "only allowed"},
       },
       [](const std::string& body) {
-        return error_of(engine::parse_chat_completion_request(body, limits(served_qwen3())));
+        return error_of(engine::parse_generation_request(body, limits(served_qwen3()),
+                                                         GenerationEndpoint::kChatCompletions));
       });
   // Explicitly neutral values are fine.
   chat(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false,"tools":[],"n":1,
@@ -260,12 +266,16 @@ TEST(TextRequest, WithoutATokenizerTextAnswersWithTheFix) {
     EXPECT_NE(e.message.find("test server without tokenizer data"), std::string::npos) << e.message;
     EXPECT_NE(e.message.find("scripts/install-deps"), std::string::npos) << e.message;
   };
-  says_fix(error(engine::parse_completion_request(R"({"prompt":"Hi"})", limits(none)), "text"));
-  says_fix(error(engine::parse_completion_request(R"({"prompt":[1],"stop":"x"})", limits(none)),
+  says_fix(error(engine::parse_generation_request(R"({"prompt":"Hi"})", limits(none),
+                                                  GenerationEndpoint::kCompletions),
+                 "text"));
+  says_fix(error(engine::parse_generation_request(R"({"prompt":[1],"stop":"x"})", limits(none),
+                                                  GenerationEndpoint::kCompletions),
                  "stop"));
-  says_fix(error(engine::parse_chat_completion_request(
-                     R"({"messages":[{"role":"user","content":"x"}]})", limits(none)),
-                 "chat"));
+  says_fix(
+      error(engine::parse_generation_request(R"({"messages":[{"role":"user","content":"x"}]})",
+                                             limits(none), GenerationEndpoint::kChatCompletions),
+            "chat"));
   says_fix(error(engine::tokenize_reply(R"({"prompt":"Hi"})", limits(none)), "tokenize"));
   says_fix(error(engine::detokenize_reply(R"({"tokens":[1]})", limits(none)), "detokenize"));
   // Token ids still work, and an empty stop list needs nothing.
@@ -278,10 +288,10 @@ TEST(TextRequest, WithoutATokenizerTextAnswersWithTheFix) {
   options.vocab_size = kQwen3VocabSize;
   engine::ServedTokenizer no_template = engine::load_served_tokenizer(options);
   no_template.chat_template.reset();
-  RequestError e =
-      error(engine::parse_chat_completion_request(R"({"messages":[{"role":"user","content":"x"}]})",
-                                                  limits(no_template)),
-            "no template");
+  RequestError e = error(
+      engine::parse_generation_request(R"({"messages":[{"role":"user","content":"x"}]})",
+                                       limits(no_template), GenerationEndpoint::kChatCompletions),
+      "no template");
   EXPECT_NE(e.message.find("--chat-template"), std::string::npos) << e.message;
 }
 
@@ -376,7 +386,7 @@ std::string valid_text_body(std::mt19937& rng, int endpoint) {
 // Mutated bodies at every text parser: no exception, 4xx refusals with a message that is valid
 // UTF-8 (it goes into a JSON error body), and accepted requests the engine can run.
 TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
-  const CompletionLimits small = limits(served_qwen3(), 64);
+  const RequestLimits small = limits(served_qwen3(), 64);
   std::mt19937 rng(7);
   int accepted = 0;
   for (int i = 0; i < 8000; ++i) {
@@ -384,13 +394,15 @@ TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
     const std::string body = mutate(valid_text_body(rng, endpoint), rng);
     std::optional<RequestError> error;
     if (endpoint < 2) {
-      std::variant<CompletionRequest, RequestError> r;
-      ASSERT_NO_THROW(r = endpoint == 0 ? engine::parse_chat_completion_request(body, small)
-                                        : engine::parse_completion_request(body, small))
+      std::variant<GenerationRequest, RequestError> r;
+      ASSERT_NO_THROW(r = endpoint == 0 ? engine::parse_generation_request(
+                                              body, small, GenerationEndpoint::kChatCompletions)
+                                        : engine::parse_generation_request(
+                                              body, small, GenerationEndpoint::kCompletions))
           << body;
       error = error_of(r);
       if (!error) {
-        const engine::EngineRequest& e = std::get<CompletionRequest>(r).engine;
+        const engine::EngineRequest& e = std::get<GenerationRequest>(r).engine;
         ASSERT_FALSE(e.prompt.empty()) << body;
         for (int32_t t : e.prompt) ASSERT_TRUE(t >= 0 && t < kQwen3VocabSize) << body;
         ASSERT_LE(int64_t(e.prompt.size()) + e.stop.max_tokens, 64) << body;
@@ -419,7 +431,9 @@ TEST(TextRequest, FuzzedBodiesAreRefusedCleanly) {
 
 TEST(TextRequest, LongValuesInMessagesAreCutOnACharacterBoundary) {
   const std::string body = R"({"prompt":[1,"éééééééééééééééééééééééééééééééééééééééé"]})";
-  RequestError e = error(engine::parse_completion_request(body, limits(served_qwen3())), body);
+  RequestError e = error(engine::parse_generation_request(body, limits(served_qwen3()),
+                                                          GenerationEndpoint::kCompletions),
+                         body);
   EXPECT_NE(e.message.find("..."), std::string::npos) << e.message;
   EXPECT_NO_THROW((void)Json(e.message).dump()) << e.message;
 }

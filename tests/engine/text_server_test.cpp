@@ -23,7 +23,7 @@ ServerSetup text_setup(int vocab_size = kQwen3VocabSize) {
   ServerSetup setup;
   setup.runner.vocab_size = vocab_size;
   setup.max_model_len = 512;
-  setup.text = &served_qwen3();
+  setup.tokenizer = &served_qwen3();
   return setup;
 }
 
@@ -352,7 +352,7 @@ TEST(TextServer, EveryTextErrorAnswersOpenAiStyleAndServingGoesOn) {
 
 TEST(TextServer, WithoutATokenizerTextEndpointsNameTheFix) {
   ServerSetup setup = text_setup();
-  setup.text = &served_nothing();
+  setup.tokenizer = &served_nothing();
   FakeServer server(setup);
   for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
            {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})"},

@@ -4,7 +4,6 @@
 #include <variant>
 
 #include "common/json.h"
-#include "engine/api/chat_request.h"
 #include "engine/api/tokenize_request.h"
 
 namespace gpufrac::engine {
@@ -27,15 +26,16 @@ OpenAiServer::OpenAiServer(Engine& engine, OpenAiServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
       limits_{options_.served_model_name, engine.model_config().vocab_size,
-              engine.options().max_model_len, options_.text},
+              engine.options().max_model_len, options_.tokenizer},
       http_(options_.http) {
   http_.route("POST", "/v1/completions",
               [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
-                handle_generation(request, std::move(response), ResponseLayout::kCompletion);
+                handle_generation(request, std::move(response), GenerationEndpoint::kCompletions);
               });
   http_.route("POST", "/v1/chat/completions",
               [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
-                handle_generation(request, std::move(response), ResponseLayout::kChat);
+                handle_generation(request, std::move(response),
+                                  GenerationEndpoint::kChatCompletions);
               });
   http_.route("POST", "/tokenize",
               [this](const HttpRequest& request, std::shared_ptr<HttpResponse> r) {
@@ -70,40 +70,39 @@ void OpenAiServer::stop() {
 
 void OpenAiServer::handle_generation(const HttpRequest& request,
                                      std::shared_ptr<HttpResponse> response,
-                                     ResponseLayout layout) {
-  const bool chat = layout == ResponseLayout::kChat;
-  auto parsed = chat ? parse_chat_completion_request(request.body, limits_)
-                     : parse_completion_request(request.body, limits_);
+                                     GenerationEndpoint endpoint) {
+  const bool chat = endpoint == GenerationEndpoint::kChatCompletions;
+  auto parsed = parse_generation_request(request.body, limits_, endpoint);
   if (const RequestError* error = std::get_if<RequestError>(&parsed)) {
     send_openai_error(*response, error->status, error->message, error->param);
     return;
   }
-  CompletionRequest& completion = std::get<CompletionRequest>(parsed);
+  GenerationRequest& generation = std::get<GenerationRequest>(parsed);
   uint64_t id = engine_.new_request_id();
   SinkSetup setup;
   setup.engine = &engine_;
   setup.request_id = id;
   setup.response = response;
-  setup.layout = layout;
+  setup.endpoint = endpoint;
   const char* object = !chat               ? "text_completion"
-                       : completion.stream ? "chat.completion.chunk"
+                       : generation.stream ? "chat.completion.chunk"
                                            : "chat.completion";
   setup.head = {{"id", (chat ? "chatcmpl-" : "cmpl-") + std::to_string(id)},
                 {"object", object},
                 {"created", static_cast<int64_t>(std::time(nullptr))},
                 {"model", options_.served_model_name}};
-  setup.include_usage = completion.include_usage;
-  setup.tokenizer = options_.text ? options_.text->get() : nullptr;
-  setup.text.stop_strings = std::move(completion.stop_strings);
-  setup.text.min_tokens = completion.engine.stop.min_tokens;
-  setup.text.skip_special_tokens = completion.skip_special_tokens;
-  std::shared_ptr<RequestSink> sink = completion.stream ? make_streaming_sink(std::move(setup))
+  setup.include_usage = generation.include_usage;
+  setup.tokenizer = options_.tokenizer ? options_.tokenizer->get() : nullptr;
+  setup.text.stop_strings = std::move(generation.stop_strings);
+  setup.text.min_tokens = generation.engine.stop.min_tokens;
+  setup.text.skip_special_tokens = generation.skip_special_tokens;
+  std::shared_ptr<RequestSink> sink = generation.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip
   // in between this registration and the submit below.
   Engine& engine = engine_;
   response->on_disconnect([&engine, id] { engine.cancel(id); });
-  switch (engine_.submit(id, std::move(completion.engine), std::move(sink))) {
+  switch (engine_.submit(id, std::move(generation.engine), std::move(sink))) {
     case Engine::Admission::kAccepted:
       return;
     case Engine::Admission::kQueueFull:

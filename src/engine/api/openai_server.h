@@ -6,9 +6,10 @@
 //   GET  /v1/models            the one served model
 //   GET  /health               200 while the engine runs
 //   GET  /metrics              Prometheus text (EngineMetrics)
-// Request layouts and rules: completion_request.h, chat_request.h, tokenize_request.h; response
-// layouts: openai_server_sinks.h. Errors are OpenAI-style bodies with their 4xx/5xx status. A
-// client that disconnects before its response ends cancels its request, which frees its KV blocks.
+// Request layouts and rules: generation_request.h (completions and chat), tokenize_request.h;
+// response layouts: openai_server_sinks.h. Errors are OpenAI-style bodies with their 4xx/5xx
+// status. A client that disconnects before its response ends cancels its request, which frees its
+// KV blocks.
 // Without a tokenizer (ServedTokenizer::unavailable) token-id prompts still work, the text in the
 // responses is each id as " 1234", and the text endpoints answer 400 saying why and how to fix it.
 //
@@ -20,17 +21,17 @@
 #include <string>
 
 #include "common/http_server.h"
-#include "engine/api/completion_request.h"
-#include "engine/engine.h"
+#include "engine/api/generation_request.h"
 #include "engine/api/openai_server_sinks.h"
 #include "engine/api/served_tokenizer.h"
+#include "engine/engine.h"
 
 namespace gpufrac::engine {
 
 struct OpenAiServerOptions {
   std::string served_model_name;
   HttpServerOptions http;
-  const ServedTokenizer* text = nullptr;  // null: no tokenizer
+  const ServedTokenizer* tokenizer = nullptr;  // borrowed; null: no tokenizer
 };
 
 class OpenAiServer {
@@ -45,12 +46,12 @@ class OpenAiServer {
 
  private:
   void handle_generation(const HttpRequest& request, std::shared_ptr<HttpResponse> response,
-                         ResponseLayout layout);
+                         GenerationEndpoint endpoint);
   void handle_models(std::shared_ptr<HttpResponse> response);
 
   Engine& engine_;
   OpenAiServerOptions options_;
-  CompletionLimits limits_;
+  RequestLimits limits_;
   HttpServer http_;
 };
 

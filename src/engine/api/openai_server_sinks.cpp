@@ -74,7 +74,7 @@ class StreamingSink : public RequestSink {
       setup_.engine->stop_request(setup_.request_id);
       finish = FinishReason::kStop;
     }
-    if (setup_.layout == ResponseLayout::kCompletion) {
+    if (setup_.endpoint == GenerationEndpoint::kCompletions) {
       send_completion_chunk(delta, token, finish);
     } else {
       send_chat_chunk(delta, finish);
@@ -194,7 +194,7 @@ class BufferedSink : public RequestSink {
     std::string_view reason =
         finish_reason_name(text_.stopped() ? FinishReason::kStop : outcome.reason);
     Json choice = {{"index", 0}};
-    if (setup_.layout == ResponseLayout::kCompletion) {
+    if (setup_.endpoint == GenerationEndpoint::kCompletions) {
       choice["text"] = std::move(content_);
       choice["token_ids"] = tokens_;
     } else {

@@ -22,18 +22,17 @@
 
 #include "common/http_server.h"
 #include "common/json.h"
-#include "engine/engine.h"
 #include "engine/api/generated_text.h"
+#include "engine/api/generation_request.h"
+#include "engine/engine.h"
 
 namespace gpufrac::engine {
-
-enum class ResponseLayout { kCompletion, kChat };
 
 struct SinkSetup {
   Engine* engine = nullptr;  // borrowed
   uint64_t request_id = 0;
   std::shared_ptr<HttpResponse> response;
-  ResponseLayout layout = ResponseLayout::kCompletion;
+  GenerationEndpoint endpoint = GenerationEndpoint::kCompletions;  // the response's layout
   // {"id", "object", "created", "model"}: the head of the body or of every chunk.
   Json head;
   bool include_usage = false;

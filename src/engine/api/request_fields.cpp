@@ -61,6 +61,48 @@ std::optional<bool> get_bool(const Json& body, const char* name) {
   return v->get<bool>();
 }
 
+const Json* get_object(const Json& body, const char* name) {
+  const Json* v = field(body, name);
+  if (v && !v->is_object()) fail(std::string("'") + name + "' must be an object", name);
+  return v;
+}
+
+std::vector<std::string> get_strings(const Json& body, const char* name, size_t max_count,
+                                     size_t max_bytes) {
+  const Json* v = field(body, name);
+  if (!v) return {};
+  const std::string quoted = std::string("'") + name + "'";
+  if (!v->is_string() && !v->is_array()) {
+    fail(quoted + " must be a string or an array of strings", name);
+  }
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else {
+    if (v->size() > max_count) {
+      fail(quoted + " has " + std::to_string(v->size()) + " strings; at most " +
+               std::to_string(max_count) + " are allowed",
+           name);
+    }
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        fail(std::string(name) + "[" + std::to_string(i) + "] must be a string, got " +
+                 describe((*v)[i]),
+             name);
+      }
+      out.push_back((*v)[i].get<std::string>());
+    }
+  }
+  for (const std::string& s : out) {
+    if (s.size() > max_bytes) {
+      fail("a " + quoted + " string is " + std::to_string(s.size()) + " bytes; at most " +
+               std::to_string(max_bytes) + " are allowed",
+           name);
+    }
+  }
+  return out;
+}
+
 void check_model(const Json& body, const std::string& served_model_name) {
   const Json* model = field(body, "model");
   if (!model) return;
@@ -84,6 +126,40 @@ int32_t get_token_id(const Json& value, int vocab_size, const std::string& where
          param);
   }
   return static_cast<int32_t>(value.get<int64_t>());
+}
+
+std::vector<int32_t> get_token_ids(const Json& array, int vocab_size, const std::string& where,
+                                   const char* param) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    ids.push_back(get_token_id(array[i], vocab_size, where + "[" + std::to_string(i) + "]", param));
+  }
+  return ids;
+}
+
+const Tokenizer& require_tokenizer(const RequestLimits& limits, const std::string& what,
+                                   const std::string& param) {
+  if (limits.tokenizer && limits.tokenizer->get()) return *limits.tokenizer->get();
+  std::string why = limits.tokenizer && !limits.tokenizer->unavailable.empty()
+                        ? limits.tokenizer->unavailable
+                        : "the server was started without one";
+  fail(what + " need the model's tokenizer, and this server has none: " + why +
+           ". Run scripts/install-deps (it fetches the Qwen3 tokenizer) or give gpufrac serve "
+           "--tokenizer DIR, and restart; token-id prompts work without it",
+       param);
+}
+
+void check_encoded_ids(const std::vector<int32_t>& ids, const RequestLimits& limits,
+                       const char* param) {
+  for (int32_t id : ids) {
+    if (id >= limits.vocab_size) {
+      fail("the tokenizer made token id " + std::to_string(id) +
+               ", outside the model's vocabulary [0, " + std::to_string(limits.vocab_size) +
+               "): the server's tokenizer does not fit its model",
+           param, 500);
+    }
+  }
 }
 
 }  // namespace gpufrac::engine

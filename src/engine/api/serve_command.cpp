@@ -219,17 +219,18 @@ int serve_command(int argc, char** argv) {
   tokenizer_options.tokenizer_dir = args.has("tokenizer") ? args.get("tokenizer") : "";
   tokenizer_options.chat_template = args.has("chat-template") ? args.get("chat-template") : "";
   tokenizer_options.vocab_size = config.vocab_size;
-  const engine::ServedTokenizer text = engine::load_served_tokenizer(tokenizer_options);
-  if (text.get()) {
-    log_info("serve: tokenizer from ", text.directory, ", chat template ",
-             text.chat_template ? engine::chat_template_name(*text.chat_template) : "none");
+  const engine::ServedTokenizer tokenizer = engine::load_served_tokenizer(tokenizer_options);
+  if (tokenizer.get()) {
+    log_info(
+        "serve: tokenizer from ", tokenizer.directory, ", chat template ",
+        tokenizer.chat_template ? engine::chat_template_name(*tokenizer.chat_template) : "none");
   } else {
-    log_warn("serve: no tokenizer, so only token-id prompts work: ", text.unavailable);
+    log_warn("serve: no tokenizer, so only token-id prompts work: ", tokenizer.unavailable);
   }
 
   engine::Engine engine(*runner, options);
   engine::OpenAiServerOptions server_options;
-  server_options.text = &text;
+  server_options.tokenizer = &tokenizer;
   server_options.served_model_name =
       args.has("served-model-name") ? args.get("served-model-name") : runner_options.model;
   server_options.http.host = args.get("host");

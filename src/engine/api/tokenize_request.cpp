@@ -1,13 +1,12 @@
 #include "engine/api/tokenize_request.h"
 
-#include "engine/api/chat_request.h"
+#include "engine/api/chat_prompt.h"
 
 namespace gpufrac::engine {
 
 namespace {
 
-void check_length(size_t count, const CompletionLimits& limits, const char* what,
-                  const char* param) {
+void check_length(size_t count, const RequestLimits& limits, const char* what, const char* param) {
   if (count > size_t(limits.max_model_len)) {
     fail("This model's maximum context length is " + std::to_string(limits.max_model_len) +
              " tokens. However, you requested " + std::to_string(count) + " tokens in the " + what +
@@ -16,7 +15,7 @@ void check_length(size_t count, const CompletionLimits& limits, const char* what
   }
 }
 
-Json tokenize(std::string_view text, const CompletionLimits& limits) {
+Json tokenize(std::string_view text, const RequestLimits& limits) {
   Json body = parse_body(text);
   check_model(body, limits.served_model_name);
   const bool chat = body.contains("messages");
@@ -46,7 +45,7 @@ Json tokenize(std::string_view text, const CompletionLimits& limits) {
   return reply;
 }
 
-Json detokenize(std::string_view text, const CompletionLimits& limits) {
+Json detokenize(std::string_view text, const RequestLimits& limits) {
   Json body = parse_body(text);
   check_model(body, limits.served_model_name);
   const Tokenizer& tokenizer = require_tokenizer(limits, "token ids to detokenize", "tokens");
@@ -54,24 +53,19 @@ Json detokenize(std::string_view text, const CompletionLimits& limits) {
   if (!tokens) fail("'tokens' is required: an array of token ids", "tokens");
   if (!tokens->is_array()) fail("'tokens' must be an array of token ids", "tokens");
   check_length(tokens->size(), limits, "tokens", "tokens");
-  std::vector<int32_t> ids;
-  ids.reserve(tokens->size());
-  for (size_t i = 0; i < tokens->size(); ++i) {
-    ids.push_back(get_token_id((*tokens)[i], limits.vocab_size, "tokens[" + std::to_string(i) + "]",
-                               "tokens"));
-  }
+  std::vector<int32_t> ids = get_token_ids(*tokens, limits.vocab_size, "tokens", "tokens");
   return {{"prompt", tokenizer.decode(ids, /*skip_special_tokens=*/false)}};
 }
 
 }  // namespace
 
 std::variant<Json, RequestError> tokenize_reply(std::string_view body,
-                                                const CompletionLimits& limits) {
+                                                const RequestLimits& limits) {
   return parse_request<Json>([&] { return tokenize(body, limits); });
 }
 
 std::variant<Json, RequestError> detokenize_reply(std::string_view body,
-                                                  const CompletionLimits& limits) {
+                                                  const RequestLimits& limits) {
   return parse_request<Json>([&] { return detokenize(body, limits); });
 }
 

@@ -3,7 +3,7 @@
 //   POST /tokenize    {"prompt": text, "add_special_tokens": true}
 //                  or {"messages": [...], "add_generation_prompt": true,
 //                      "add_special_tokens": false, "chat_template_kwargs": {...}}
-//                      (the prompt a chat completion with those messages would send)
+//                      (chat_prompt.h: the prompt a chat completion with them would send)
 //                  -> {"count": n, "max_model_len": m, "tokens": [ids], "token_strs": null}
 //                     (return_token_strs: "token_strs" spells each token as tokenizer.json does)
 //   POST /detokenize  {"tokens": [ids]} -> {"prompt": text}  (special tokens included)
@@ -16,13 +16,12 @@
 #include <variant>
 
 #include "common/json.h"
-#include "engine/api/completion_request.h"
+#include "engine/api/request_fields.h"
 
 namespace gpufrac::engine {
 
-std::variant<Json, RequestError> tokenize_reply(std::string_view body,
-                                                const CompletionLimits& limits);
+std::variant<Json, RequestError> tokenize_reply(std::string_view body, const RequestLimits& limits);
 std::variant<Json, RequestError> detokenize_reply(std::string_view body,
-                                                  const CompletionLimits& limits);
+                                                  const RequestLimits& limits);
 
 }  // namespace gpufrac::engine

@@ -1,7 +1,9 @@
-#include "engine/api/chat_request.h"
+#include "engine/api/chat_prompt.h"
 
-#include <algorithm>
 #include <stdexcept>
+#include <string>
+
+#include "engine/tokenizer/chat_template.h"
 
 namespace gpufrac::engine {
 
@@ -33,46 +35,7 @@ std::string message_content(const Json& content, const std::string& where) {
   return text;
 }
 
-void refuse_chat_only_fields(const Json& body) {
-  if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
-    fail("'tools' are not supported by this server", "tools");
-  }
-  if (const Json* choice = field(body, "tool_choice");
-      choice && *choice != "none" && *choice != "auto") {
-    fail("'tool_choice' is not supported (only \"none\")", "tool_choice");
-  }
-  if (const Json* format = field(body, "response_format");
-      format && !(format->is_object() && format->value("type", Json()) == "text")) {
-    fail("'response_format' is not supported (only {\"type\": \"text\"})", "response_format");
-  }
-  if (get_bool(body, "logprobs").value_or(false))
-    fail("'logprobs' is not supported yet", "logprobs");
-  if (field(body, "top_logprobs")) fail("'top_logprobs' is not supported yet", "top_logprobs");
-  if (get_bool(body, "echo").value_or(false)) fail("'echo' is not supported", "echo");
-  if (get_bool(body, "continue_final_message").value_or(false)) {
-    fail("'continue_final_message' is not supported", "continue_final_message");
-  }
-}
-
-CompletionRequest parse(std::string_view text, const CompletionLimits& limits) {
-  Json body = parse_body(text);
-  check_model(body, limits.served_model_name);
-  refuse_unsupported_sampling(body);
-  refuse_chat_only_fields(body);
-  CompletionRequest r;
-  r.engine.prompt = chat_prompt_ids(body, limits);
-  parse_generation_fields(body, limits, /*chat=*/true, r);
-  if (!r.engine.stop.ignore_eos) {
-    std::vector<int32_t>& ids = r.engine.stop.stop_token_ids;
-    for (int32_t id : limits.text->chat_stop_ids) {
-      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-    }
-  }
-  return r;
-}
-
-}  // namespace
-
+// body["messages"] as ChatMessages.
 std::vector<ChatMessage> parse_chat_messages(const Json& body) {
   const Json* messages = field(body, "messages");
   if (!messages) fail("'messages' is required: an array of {\"role\", \"content\"}", "messages");
@@ -99,25 +62,25 @@ std::vector<ChatMessage> parse_chat_messages(const Json& body) {
   return out;
 }
 
-std::vector<int32_t> chat_prompt_ids(const Json& body, const CompletionLimits& limits) {
+}  // namespace
+
+std::vector<int32_t> chat_prompt_ids(const Json& body, const RequestLimits& limits) {
   const Tokenizer& tokenizer = require_tokenizer(limits, "chat messages", "messages");
-  if (!limits.text->chat_template) {
+  if (!limits.tokenizer->chat_template) {
     fail("the model has no supported chat template (qwen3, chatml or llama3) in " +
-             limits.text->directory +
+             limits.tokenizer->directory +
              "/tokenizer_config.json: start gpufrac serve with --chat-template NAME",
          "messages");
   }
   std::vector<ChatMessage> messages = parse_chat_messages(body);
   ChatTemplateOptions options;
   options.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  if (const Json* kwargs = field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object())
-      fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  if (const Json* kwargs = get_object(body, "chat_template_kwargs")) {
     options.enable_thinking = get_bool(*kwargs, "enable_thinking").value_or(true);
   }
   std::string prompt;
   try {
-    prompt = apply_chat_template(*limits.text->chat_template, messages, options);
+    prompt = apply_chat_template(*limits.tokenizer->chat_template, messages, options);
   } catch (const std::invalid_argument& e) {
     fail(e.what(), "messages");
   }
@@ -127,11 +90,6 @@ std::vector<int32_t> chat_prompt_ids(const Json& body, const CompletionLimits& l
   if (ids.empty()) fail("the messages make an empty prompt", "messages");
   check_encoded_ids(ids, limits, "messages");
   return ids;
-}
-
-std::variant<CompletionRequest, RequestError> parse_chat_completion_request(
-    std::string_view body, const CompletionLimits& limits) {
-  return parse_request<CompletionRequest>([&] { return parse(body, limits); });
 }
 
 }  // namespace gpufrac::engine
