@@ -13,10 +13,6 @@ std::vector<RouterModel> router_models(const std::vector<Upstream>& upstreams) {
   return models;
 }
 
-bool loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost";
-}
-
 }  // namespace
 
 std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values) {
@@ -34,12 +30,7 @@ std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values) {
     u.model = value.substr(0, equals);
     u.health_url = value.substr(equals + 1);
     u.url = parse_http_url(u.health_url, "--upstream " + u.model);
-    u.base_url = "http://" + u.url.host + ":" + std::to_string(u.url.port);
-    // The router's proxy reaches engines on this machine's loopback only (node/upstream_proxy.h).
-    if (!loopback(u.url.host)) {
-      throw UsageError("--upstream " + u.model +
-                       ": this router reaches engines on 127.0.0.1 only, not " + u.url.host);
-    }
+    u.base_url = "http://" + http_authority(u.url.host, u.url.port);
     for (const Upstream& other : upstreams) {
       if (other.model == u.model)
         throw UsageError("--upstream: model '" + u.model + "' is given twice; give it once");
@@ -92,6 +83,7 @@ void ClusterRouter::watch() {
       }
       ready[i] = now_ready;
       ReplicaState state;
+      state.host = u.url.host;
       state.port = u.url.port;
       state.ready = now_ready;
       state.state = now_ready ? "ready" : "starting";

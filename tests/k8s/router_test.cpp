@@ -1,6 +1,7 @@
 // `gpufrac k8s router`'s ClusterRouter in front of two fake engines (bench's scripted SSE server,
 // in process): a request goes to the model its body names, streamed through; a model whose
-// health URL stops answering 200 gets 503 model_not_ready while the other keeps serving.
+// health URL stops answering 200 gets 503 model_not_ready while the other keeps serving; an
+// upstream given by host name (as a Service is) is reached.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -66,6 +67,24 @@ TEST(ClusterRouter, RoutesByModelToEachUpstreamAndFollowsItsHealth) {
       http_post_json(url + "/v1/completions", R"({"model": "c", "prompt": "hi", "stream": true})")
           .status,
       404);
+  router.stop(1);
+}
+
+TEST(ClusterRouter, ReachesAnUpstreamByHostName) {
+  ScriptedSseServer a(engine("a"));
+  a.start();
+  std::string by_name = a.url();
+  by_name.replace(by_name.find("127.0.0.1"), 9, "localhost");
+  ClusterRouter router(HttpServerOptions{"127.0.0.1", 0},
+                       parse_upstreams({"a=" + by_name + "/v1/models"}), 0.05);
+  router.start();
+  std::string url = "http://127.0.0.1:" + std::to_string(router.port());
+  ASSERT_TRUE(eventually([&] { return http_get(url + "/health", 1).status == 200; }, 10));
+  HttpReply reply =
+      http_post_json(url + "/v1/completions",
+                     R"({"model": "a", "prompt": "hi", "max_tokens": 3, "stream": true})");
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(a.requests_received(), 1);
   router.stop(1);
 }
 
