@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "common/json.h"
+#include "cuda_test_support.h"
 #include "engine/cuda/cuda_runner.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/safetensors.h"
-#include "cuda_test_support.h"
 
 namespace gpufrac::engine {
 namespace {

@@ -21,11 +21,11 @@
 #include <random>
 
 #include "common/error.h"
+#include "cuda_test_support.h"
 #include "engine/cpu/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
 #include "engine/model/presets.h"
 #include "engine/runner_factory.h"
-#include "cuda_test_support.h"
 
 namespace gpufrac::engine {
 namespace {

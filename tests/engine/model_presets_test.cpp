@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "engine/runner_factory.h"
 #include "common/error.h"
+#include "engine/runner_factory.h"
 
 namespace gpufrac::engine {
 namespace {

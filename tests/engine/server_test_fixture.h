@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine.h"
 #include "engine/api/openai_server.h"
+#include "engine/engine.h"
 #include "fakes/fake_runner.h"
 
 namespace gpufrac::testing {

@@ -11,12 +11,12 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "engine/api/openai_server.h"
+#include "engine/api/served_tokenizer.h"
 #include "engine/engine.h"
 #include "engine/kv_block_allocator.h"
-#include "engine/api/openai_server.h"
 #include "engine/model/presets.h"
 #include "engine/runner_factory.h"
-#include "engine/api/served_tokenizer.h"
 
 namespace gpufrac {
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/host_memory.h"
-#include "common/thread_pool.h"
 #include "engine/model/sampler.h"
 #include "engine/model/synchronous_runner.h"
 
