@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "engine/api/resume_request.h"
+
 namespace gpufrac::engine {
 
 const Tokenizer& require_tokenizer(const CompletionLimits& limits, const std::string& what,
@@ -111,6 +113,7 @@ CompletionRequest parse(std::string_view text, const CompletionLimits& limits) {
   CompletionRequest r;
   r.engine.prompt = prompt_tokens(body, *prompt, limits);
   parse_generation_fields(body, limits, /*chat=*/false, r);
+  r.resume_token_ids = parse_resume_token_ids(body, limits, r.engine);
   return r;
 }
 

@@ -6,7 +6,8 @@
 // one such array), "model" (optional; must be the served name), max_tokens (completions: default
 // 16, capped to fit max_model_len), min_tokens, temperature (default 1), top_p, top_k, seed,
 // ignore_eos, stop (a string or up to kMaxStopStrings strings; needs the tokenizer),
-// stop_token_ids, skip_special_tokens (default true), stream, stream_options.include_usage;
+// stop_token_ids, skip_special_tokens (default true), stream, stream_options.include_usage,
+// resume_token_ids (gpufrac's, resume_request.h);
 // n/best_of = 1, echo = false, logprobs = null, zero penalties. Anything else that would change
 // the output is refused rather than ignored; unknown fields are ignored (clients send extras).
 //
@@ -43,6 +44,7 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage: a final chunk with usage
   std::vector<std::string> stop_strings;
   bool skip_special_tokens = true;
+  std::vector<int32_t> resume_token_ids;  // completions only: see resume_request.h
 };
 
 std::variant<CompletionRequest, RequestError> parse_completion_request(

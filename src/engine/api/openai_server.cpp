@@ -5,6 +5,7 @@
 
 #include "common/json.h"
 #include "engine/api/chat_request.h"
+#include "engine/api/resume_request.h"
 #include "engine/api/tokenize_request.h"
 
 namespace gpufrac::engine {
@@ -97,6 +98,8 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.text.stop_strings = std::move(completion.stop_strings);
   setup.text.min_tokens = completion.engine.stop.min_tokens;
   setup.text.skip_special_tokens = completion.skip_special_tokens;
+  setup.resumed_ids = completion.resume_token_ids;
+  continue_after(completion.engine, completion.resume_token_ids);
   std::shared_ptr<RequestSink> sink = completion.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip
