@@ -128,6 +128,37 @@ TEST_F(CpuNodeTest,
   std::printf("killed model back in %.2f s\n", back_s);
 }
 
+TEST_F(CpuNodeTest, AModelThatKeepsFailingIsMarkedFailedWhileTheOtherServes) {
+  // a serves once; every later start exits at once (its marker exists): a crash loop.
+  std::string marker = dir_.path() + "/a-started";
+  std::unique_ptr<Node> node = Node::up(
+      spec(fake_model("a", "{compute: 0.5, memory: 0.1}",
+                      "test -e " + marker + " && exit 3; touch " + marker + "; ") +
+           "    failure_limit: 3\n" + fake_model("b", "{compute: 0.5, memory: 0.1}")));
+  std::vector<InstanceStatus> keep;
+  ::kill(find(*node, "a", keep)->process.pid, SIGKILL);
+  // Failures 1 (the kill), 2 and 3 (exit code 3 after 0.5 s and 1 s of backoff): failed.
+  ASSERT_TRUE(eventually([&] { return find(*node, "a", keep)->state == InstanceState::kFailed; }, 15));
+  const InstanceStatus* a = find(*node, "a", keep);
+  EXPECT_EQ(a->failures, 3);
+  EXPECT_EQ(a->restarts, 2);
+  EXPECT_DOUBLE_EQ(a->backoff_s, 1.0);
+  EXPECT_NE(a->reason.find("3 times in a row"), std::string::npos) << a->reason;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(find(*node, "a", keep)->restarts, 2) << "a failed model was restarted";
+
+  HttpReply refused = http_post_json(node->url() + "/v1/completions", body("a", 2));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(Json::parse(refused.body)["error"]["code"], "model_failed") << refused.body;
+  EXPECT_EQ(http_post_json(node->url() + "/v1/completions", body("b", 2)).status, 200);
+  std::string table = format_node_status(read_node_state(node->run_dir()));
+  EXPECT_NE(table.find("model a failed: failed 3 times in a row"), std::string::npos) << table;
+  EXPECT_NE(table.find("BACKOFF"), std::string::npos) << table;
+  HttpReply metrics = http_get(node->url() + "/metrics");
+  EXPECT_NE(metrics.body.find("gpufrac:node_engine_restarts_total{model=\"a\"} 2"), std::string::npos)
+      << metrics.body;
+}
+
 TEST_F(CpuNodeTest, ADeadEnginesWorkersGoWithIt) {
   // A shell that runs the engine as its child (not exec): killing the shell must not leave the
   // engine holding the port, or the restart could never bind it.
