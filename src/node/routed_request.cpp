@@ -100,6 +100,7 @@ bool RoutedRequest::on_reply_body(std::string_view bytes) {
     splice_.feed(bytes, out_);
   } else {
     out_.assign(bytes);
+    unframed_sent_ = true;
   }
   if (out_.empty()) return true;
   start_client_stream();
@@ -183,7 +184,7 @@ AttemptEnd RoutedRequest::after_engine_failure(const ProxyResult& result) {
 }
 
 bool RoutedRequest::client_saw_nothing() const {
-  return !answered_ && splice_.events_delivered() == 0;
+  return !answered_ && !unframed_sent_ && splice_.events_delivered() == 0;
 }
 
 void RoutedRequest::start_client_stream() {

@@ -124,6 +124,7 @@ class RoutedRequest : public ProxyReplyHandler, public std::enable_shared_from_t
   std::string out_;         // scratch for what the client gets next
   // What the client has seen.
   bool client_started_ = false;  // the client's stream has started
+  bool unframed_sent_ = false;   // bytes of a stream that is not SSE reached it
   bool answered_ = false;        // a whole response was sent
   // The running attempt, for cancelling it when the client leaves.
   std::mutex mutex_;
