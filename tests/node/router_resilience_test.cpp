@@ -212,6 +212,19 @@ RouterModel model(int replicas, bool resumable = true, double wait_s = 30, size_
   return {"m", replicas, resumable, wait_s, limit};
 }
 
+// Sends stream_body(4, first_prompt_id) from a thread into `reply`; returns once the router
+// holds it (`already` requests were waiting before).
+std::thread waiting_request(const Router& router, testing::RawReply& reply, int already = 0,
+                            int first_prompt_id = 1) {
+  std::thread client([&router, &reply, first_prompt_id] {
+    reply = stream_request(router.port(), "/v1/completions", stream_body(4, first_prompt_id));
+  });
+  EXPECT_TRUE(eventually(
+      [&] { return metric(router, R"(gpufrac:node_requests_waiting{model="m"})") == already + 1; },
+      3));
+  return client;
+}
+
 TEST(RouterResilience, AStreamCutByItsEngineResumesOnAnotherReplicaAsOneStream) {
   TokenEngine dying, healthy;
   dying.fail(Fault::kCut, 4);
@@ -312,13 +325,8 @@ TEST(RouterResilience, RequestsWaitInOrderUntilAReplicaIsReady) {
   router.start();  // nothing ready yet: a node that is starting
   std::vector<testing::RawReply> replies(3);
   std::vector<std::thread> clients;
-  for (int i = 0; i < 3; ++i) {
-    clients.emplace_back([&, i] {
-      replies[size_t(i)] = stream_request(router.port(), "/v1/completions", stream_body(4, 10 + i));
-    });
-    ASSERT_TRUE(eventually(
-        [&] { return metric(router, R"(gpufrac:node_requests_waiting{model="m"})") == i + 1; }, 3));
-  }
+  for (int i = 0; i < 3; ++i)
+    clients.push_back(waiting_request(router, replies[size_t(i)], i, 10 + i));
   router.set_replica("m", 0, ready_at(engine.port()));
   for (std::thread& c : clients) c.join();
   for (const auto& reply : replies) expect_one_whole_run(reply, 4);
@@ -334,10 +342,7 @@ TEST(RouterResilience, PastRestartWaitOrTheQueueLimitItIs503WithRetryAfter) {
   router.start();
   testing::RawReply waited;
   int64_t start = monotonic_ns();
-  std::thread first(
-      [&] { waited = stream_request(router.port(), "/v1/completions", stream_body(4)); });
-  ASSERT_TRUE(eventually(
-      [&] { return metric(router, R"(gpufrac:node_requests_waiting{model="m"})") == 1; }, 3));
+  std::thread first = waiting_request(router, waited);
   testing::RawReply full = stream_request(router.port(), "/v1/completions", stream_body(4));
   EXPECT_EQ(full.status, 503);
   EXPECT_EQ(Json::parse(full.body)["error"]["code"], "queue_full") << full.body;
@@ -360,10 +365,7 @@ TEST(RouterResilience, AFailedModelIsAnswered503AtOnceWithItsWaitingRequests) {
   router.set_replica("m", 0, not_ready("restarting"));
   router.start();
   testing::RawReply waiting;
-  std::thread client(
-      [&] { waiting = stream_request(router.port(), "/v1/completions", stream_body(4)); });
-  ASSERT_TRUE(eventually(
-      [&] { return metric(router, R"(gpufrac:node_requests_waiting{model="m"})") == 1; }, 3));
+  std::thread client = waiting_request(router, waiting);
   router.set_replica("m", 0, not_ready("failed: exited 5 times in a row", /*failed=*/true));
   client.join();
   testing::RawReply later = stream_request(router.port(), "/v1/completions", stream_body(4));
@@ -381,10 +383,7 @@ TEST(RouterResilience, DrainAnswersTheWaitingRequests) {
   Router router({}, {model(1)});
   router.start();
   testing::RawReply waiting;
-  std::thread client(
-      [&] { waiting = stream_request(router.port(), "/v1/completions", stream_body(4)); });
-  ASSERT_TRUE(eventually(
-      [&] { return metric(router, R"(gpufrac:node_requests_waiting{model="m"})") == 1; }, 3));
+  std::thread client = waiting_request(router, waiting);
   router.begin_drain();
   client.join();
   EXPECT_EQ(waiting.status, 503);
