@@ -145,6 +145,7 @@ void Engine::admit(Pending& p) {
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
   sampling.seed = r.seed ? *r.seed : mix_seed(options_.seed, p.id);
+  sampling.generated = r.resumed_tokens;  // the draw this run starts at
   auto sequence =
       std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
                                  sampling, runner_.config().eos_token_ids);

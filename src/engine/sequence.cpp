@@ -39,7 +39,7 @@ bool Sequence::contains(const std::vector<int32_t>& ids, int32_t token) {
 
 SamplingParams Sequence::sampling_for_step() const {
   SamplingParams params = sampling_;
-  params.generated = num_generated();
+  params.generated = sampling_.generated + num_generated();
   if (num_generated() < stop_.min_tokens) params.suppressed_ids = suppressed_ids_;
   return params;
 }

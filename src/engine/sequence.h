@@ -38,8 +38,9 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 class Sequence {
  public:
-  // `eos_token_ids` come from the model's config; `sampling.generated` and `suppressed_ids` are
-  // filled in per step by sampling_for_step().
+  // `eos_token_ids` come from the model's config; `sampling.generated` is the draw number of
+  // the first token (0, or what an interrupted run of the request had generated); the per-step
+  // draw number and `suppressed_ids` are filled in by sampling_for_step().
   Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop, SamplingParams sampling,
            std::span<const int32_t> eos_token_ids);
 
@@ -57,8 +58,9 @@ class Sequence {
   // max_tokens are generated (counting pending ones): nothing is left to compute for it.
   bool reached_max_tokens() const { return num_generated() >= stop_.max_tokens; }
 
-  // The sampling parameters of this step: `generated` set, and EOS/stop ids suppressed while
-  // fewer than min_tokens were generated. The span points into this sequence.
+  // The sampling parameters of this step: `generated` set (the first draw number plus the tokens
+  // generated so far), and EOS/stop ids suppressed while fewer than min_tokens were generated.
+  // The span points into this sequence.
   SamplingParams sampling_for_step() const;
 
   // Appends a sampled token and says whether it ends the sequence (kStop for EOS or a stop id,

@@ -7,9 +7,15 @@
 namespace gpufrac::k8s {
 namespace {
 
-std::vector<RouterModel> router_models(const std::vector<Upstream>& upstreams) {
+std::vector<RouterModel> router_models(const std::vector<Upstream>& upstreams,
+                                       double restart_wait_s) {
   std::vector<RouterModel> models;
-  for (const Upstream& u : upstreams) models.push_back({u.model, 1});
+  for (const Upstream& u : upstreams) {
+    RouterModel model;
+    model.name = u.model;
+    model.restart_wait_s = restart_wait_s;
+    models.push_back(model);
+  }
   return models;
 }
 
@@ -41,10 +47,10 @@ std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values) {
 }
 
 ClusterRouter::ClusterRouter(HttpServerOptions listen, std::vector<Upstream> upstreams,
-                             double poll_interval_s)
+                             double poll_interval_s, double restart_wait_s)
     : upstreams_(std::move(upstreams)),
       poll_interval_s_(poll_interval_s),
-      router_(listen, router_models(upstreams_)) {}
+      router_(listen, router_models(upstreams_, restart_wait_s)) {}
 
 ClusterRouter::~ClusterRouter() {
   stop();

@@ -4,7 +4,8 @@
 // NAME=URL, where URL is the model's health URL ("qwen-a=http://demo-qwen-a:8000/health"): its
 // scheme, host and port are where requests go, its path is polled every poll_interval_s, and a
 // model is ready while that answers 200 (its served name is learnt from /v1/models then, as the
-// node does). Thread-safe: the watcher runs on its own thread.
+// node does). A request for a model that is not ready waits up to restart_wait_s for it, as on a
+// node (node/router.h); 0 answers 503 at once. Thread-safe: the watcher runs on its own thread.
 #pragma once
 
 #include <atomic>
@@ -33,7 +34,7 @@ std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values);
 class ClusterRouter {
  public:
   ClusterRouter(HttpServerOptions listen, std::vector<Upstream> upstreams,
-                double poll_interval_s = 1);
+                double poll_interval_s = 1, double restart_wait_s = 30);
   ~ClusterRouter();  // stop()
 
   void start();  // binds (throws RuntimeFailure naming the address) and starts watching

@@ -26,7 +26,9 @@ int router_command(int argc, char** argv) {
               "0.0.0.0:" + std::to_string(kEnginePort))
       .option("drain-timeout", "DURATION", "How long requests in flight may take after SIGTERM.",
               "30s")
-      .option("poll-interval", "DURATION", "How often each upstream's health URL is polled.", "1s");
+      .option("poll-interval", "DURATION", "How often each upstream's health URL is polled.", "1s")
+      .option("restart-wait", "DURATION",
+              "How long a request for a model that is not ready waits for it (then 503).", "30s");
   if (!args.parse(argc, argv)) return 0;
   sigset_t signals;
   sigemptyset(&signals);
@@ -43,7 +45,8 @@ int router_command(int argc, char** argv) {
                             int(parse_int(listen.substr(colon + 1), "--listen port"))};
   double drain_s = parse_seconds(args.get("drain-timeout"), "--drain-timeout");
   ClusterRouter router(options, upstreams,
-                       parse_seconds(args.get("poll-interval"), "--poll-interval"));
+                       parse_seconds(args.get("poll-interval"), "--poll-interval"),
+                       parse_seconds(args.get("restart-wait"), "--restart-wait"));
   router.start();
   log_info("gpufrac k8s router: ", upstreams.size(), " model(s) on ", options.host, ":",
            router.port());

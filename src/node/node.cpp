@@ -93,6 +93,7 @@ void Node::start(const NodeSpec& spec) {
     s.replica = instance.replica;
     s.plan = plan_launch(spec, placement_, instance, pick_free_port(), context);
     s.startup_timeout_s = model.startup_timeout_s;
+    s.failure_limit = model.failure_limit;
     const PlacementDevice& device = placement_.devices[instance.device_index];
     if (!device.is_cpu() && device.mode == SharingMode::kFractions) s.fault_group = int(instance.device_index);
     supervised.push_back(std::move(s));
@@ -108,7 +109,9 @@ void Node::start(const NodeSpec& spec) {
   std::filesystem::create_directories(run_dir_ + "/logs");
   try {
     std::vector<RouterModel> models;
-    for (const ModelSpec& m : spec.models) models.push_back({m.name, m.replicas});
+    for (const ModelSpec& m : spec.models) {
+      models.push_back({m.name, m.replicas, m.builtin(), m.restart_wait_s, m.queue_limit});
+    }
     router_ = std::make_unique<Router>(HttpServerOptions{spec.listen_host, spec.listen_port}, models);
     router_->start();
     url_ = "http://" + spec.listen_host + ":" + std::to_string(router_->port());
@@ -187,8 +190,11 @@ void Node::on_instance_change(const InstanceStatus& status) {
     ReplicaState replica;
     replica.port = status.port;
     replica.ready = status.state == InstanceState::kReady;
+    replica.failed = status.state == InstanceState::kFailed;
     replica.state = std::string(instance_state_name(status.state));
+    if (replica.failed) replica.state += ": " + status.reason;
     replica.served_name = status.served_name;
+    replica.restarts = status.restarts;
     router_->set_replica(status.model, status.replica, replica);
   }
   save_state();
@@ -226,6 +232,8 @@ Json Node::state() const {
       m["url"] = s.url;
       m["state"] = instance_state_name(s.state);
       m["restarts"] = s.restarts;
+      m["failures"] = s.failures;
+      m["backoff_s"] = s.backoff_s;
       m["pid"] = s.process.pid;
       m["start_time"] = s.process.start_time;
       m["last_exit"] = s.last_exit;

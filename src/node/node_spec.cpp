@@ -100,10 +100,43 @@ void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::stri
   }
 }
 
+// An integer in [0, max]; `example` is the fix the error names.
+int64_t count_in(const YamlReader& r, const YAML::Node& value, const std::string& field,
+                 int64_t max, const std::string& example) {
+  int64_t n = r.parsed(value, field, [&](const std::string& v) { return parse_int(v, field); });
+  if (n < 0 || n > max) r.fail(value, field, "must be 0.." + std::to_string(max) + ", " + example);
+  return n;
+}
+
+// What the router and the supervisor do while a model's engine is down (docs/node.md).
+void parse_resilience(const YamlReader& r, const YAML::Node& node, const std::string& field,
+                      ModelSpec& model) {
+  if (const YAML::Node& wait = node["restart_wait"]) {
+    std::string name = field + ".restart_wait";
+    model.restart_wait_s =
+        r.parsed(wait, name, [&](const std::string& v) { return parse_seconds(v, name); });
+    if (model.restart_wait_s < 0 || model.restart_wait_s > 3600) {
+      r.fail(wait, name,
+             "must be 0..3600 s, like 30s (0: answer 503 at once while no replica is ready)");
+    }
+  }
+  if (const YAML::Node& limit = node["queue_limit"]) {
+    model.queue_limit =
+        size_t(count_in(r, limit, field + ".queue_limit", int64_t(1) << 20,
+                        "like 256 (requests held at once while no replica is ready)"));
+  }
+  if (const YAML::Node& limit = node["failure_limit"]) {
+    model.failure_limit = int(count_in(r, limit, field + ".failure_limit", 1000,
+                                       "like 5 (failures in a row before the model is marked "
+                                       "failed; 0: never)"));
+  }
+}
+
 ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::string& field) {
-  r.check_keys(node, field,
-               {"name", "engine", "model", "engine_args", "command", "env", "health",
-                "startup_timeout", "fraction", "replicas"});
+  r.check_keys(
+      node, field,
+      {"name", "engine", "model", "engine_args", "command", "env", "health", "startup_timeout",
+       "fraction", "replicas", "restart_wait", "queue_limit", "failure_limit"});
   ModelSpec model;
   if (!node["name"]) r.fail(node, field + ".name", "missing; every model needs a name");
   model.name = r.text(node["name"], field + ".name");
@@ -180,6 +213,7 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
     if (replicas < 1 || replicas > 64) r.fail(node["replicas"], field + ".replicas", "must be 1..64");
     model.replicas = int(replicas);
   }
+  parse_resilience(r, node, field, model);
   return model;
 }
 

@@ -58,6 +58,9 @@ struct ModelSpec {
   double startup_timeout_s = 600;
   FractionSpec fraction;
   int replicas = 1;
+  double restart_wait_s = 30;  // how long the router holds a request while no replica is ready
+  size_t queue_limit = 256;    // requests it holds at once for this model
+  int failure_limit = 5;       // failures in a row before the model is marked failed; 0: never
 };
 
 struct GpuSelection {

@@ -119,23 +119,37 @@ std::string format_node_status(const Json& state) {
   if (!state.value("error", "").empty()) out << "error: " << state["error"].get<std::string>() << "\n";
   out << "\n";
   char line[512];
-  const char* format = "%-20s %-5s %-10s %5s %11s %11s %-11s %8s  %s\n";
+  const char* format = "%-20s %-5s %-10s %5s %11s %11s %-11s %8s %7s  %s\n";
   std::snprintf(line, sizeof line, format, "MODEL", "GPU", "MODE", "SM%", "MEM CAP", "MEM USED",
-                "STATE", "RESTARTS", "URL");
+                "STATE", "RESTARTS", "BACKOFF", "URL");
   out << line;
+  std::string failed;
   for (const Json& m : state.value("models", Json::array())) {
+    // The wait before the restart that is pending (or was the last): it doubles while the
+    // engine keeps failing.
+    std::string backoff = "-";
+    if (m.value("restarts", 0) > 0 && m.contains("backoff_s")) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%gs", m["backoff_s"].get<double>());
+      backoff = text;
+    }
+    if (m.value("state", "") == "failed") {
+      failed += "model " + m.value("name", "?") + " failed: " + m.value("reason", "") + "\n";
+    }
     std::string sm = m.value("mode", "") == "fractions" ? std::to_string(m.value("sm_percent", 0)) : "-";
     if (m.contains("cpus") && !m["cpus"].empty()) sm += "/" + std::to_string(m["cpus"].size()) + "c";
     std::string used = m.contains("memory_used_bytes") && m["memory_used_bytes"].is_number()
                            ? format_bytes(m["memory_used_bytes"].get<uint64_t>())
                            : "-";
     std::snprintf(line, sizeof line, format, cell(m.value("name", Json())).c_str(),
-                  cell(m.value("gpu", Json())).c_str(), cell(m.value("mode", Json())).c_str(), sm.c_str(),
-                  format_bytes(m.value("memory_cap_bytes", uint64_t(0))).c_str(), used.c_str(),
-                  cell(m.value("state", Json())).c_str(), std::to_string(m.value("restarts", 0)).c_str(),
+                  cell(m.value("gpu", Json())).c_str(), cell(m.value("mode", Json())).c_str(),
+                  sm.c_str(), format_bytes(m.value("memory_cap_bytes", uint64_t(0))).c_str(),
+                  used.c_str(), cell(m.value("state", Json())).c_str(),
+                  std::to_string(m.value("restarts", 0)).c_str(), backoff.c_str(),
                   cell(m.value("url", Json())).c_str());
     out << line;
   }
+  if (!failed.empty()) out << "\n" << failed;
   return out.str();
 }
 

@@ -16,14 +16,41 @@ void send_error(HttpResponse& response, int status, const std::string& message, 
                 openai_error_body(message, type, param ? param : "", code), std::move(headers));
 }
 
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", seconds);
+  return text;
+}
+
 }  // namespace
 
-Router::Router(HttpServerOptions options, std::vector<RouterModel> models) : server_(options) {
-  for (const RouterModel& m : models) {
-    Model model;
-    model.name = m.name;
-    model.replicas.resize(size_t(std::max(1, m.replicas)));
-    models_.push_back(std::move(model));
+Router::Router(HttpServerOptions options, std::vector<RouterModel> models)
+    : models_(models.size()),
+      held_(
+          models.size(),
+          [this](const std::shared_ptr<RoutedRequest>& request) {
+            Model& model = models_[request->model()];
+            model.counters.failed_wait_timeout++;
+            std::string state;
+            {
+              std::lock_guard lock(mutex_);
+              state = state_of(model, monotonic_ns());
+            }
+            request->give_up(503,
+                             "the model '" + model.config.name + "' has had no ready replica for " +
+                                 seconds_text(model.config.restart_wait_s) + " (" + state +
+                                 "); retry shortly",
+                             "model_not_ready", {"Retry-After: 1"});
+            done();
+          },
+          [this](const std::shared_ptr<RoutedRequest>&) { done(); },
+          [this] {
+            for (size_t m = 0; m < models_.size(); ++m) release_held(m);
+          }),
+      server_(options) {
+  for (size_t m = 0; m < models.size(); ++m) {
+    models_[m].config = models[m];
+    models_[m].replicas.resize(size_t(std::max(1, models[m].replicas)));
   }
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
     server_.route("POST", path,
@@ -39,6 +66,10 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models) : ser
                 [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
                   handle_health(std::move(response));
                 });
+  server_.route("GET", "/metrics",
+                [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
+                  handle_metrics(std::move(response));
+                });
 }
 
 Router::~Router() {
@@ -50,7 +81,19 @@ void Router::start() {
 }
 
 void Router::stop() {
+  stopping_ = true;
+  for (size_t m = 0; m < models_.size(); ++m) {
+    for (const auto& request : held_.take_all(m)) {
+      request->give_up(503, "this node is shutting down", "node_draining");
+      done();
+    }
+  }
   server_.stop();
+}
+
+void Router::begin_drain() {
+  draining_ = true;
+  for (size_t m = 0; m < models_.size(); ++m) release_held(m);  // answers them: draining
 }
 
 void Router::set_replica(const std::string& model, int replica, ReplicaState state) {
@@ -61,12 +104,20 @@ void Router::set_replica(const std::string& model, int replica, ReplicaState sta
     state.ready = false;
     state.state = error;
   }
-  std::lock_guard lock(mutex_);
-  for (Model& m : models_) {
-    if (m.name != model || replica < 0 || size_t(replica) >= m.replicas.size()) continue;
-    m.replicas[size_t(replica)].state = std::move(state);
-    m.replicas[size_t(replica)].upstream = std::move(upstream);
+  size_t index = models_.size();
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t m = 0; m < models_.size(); ++m) {
+      Model& mm = models_[m];
+      if (mm.config.name != model || replica < 0 || size_t(replica) >= mm.replicas.size()) continue;
+      Replica& r = mm.replicas[size_t(replica)];
+      r.state = std::move(state);
+      r.upstream = std::move(upstream);
+      r.avoid_until_ns = 0;  // the supervisor's word is newer than our last failure
+      index = m;
+    }
   }
+  if (index < models_.size()) release_held(index);
 }
 
 bool Router::wait_idle(double timeout_s) const {
@@ -80,7 +131,7 @@ bool Router::wait_idle(double timeout_s) const {
 
 void Router::handle_model_request(const HttpRequest& request,
                                   std::shared_ptr<HttpResponse> response) {
-  if (draining_) {
+  if (draining_ || stopping_) {
     send_error(*response, 503, "this node is shutting down; send the request elsewhere",
                "service_unavailable", nullptr, "node_draining");
     return;
@@ -100,67 +151,178 @@ void Router::handle_model_request(const HttpRequest& request,
     }
     return;
   }
-  const std::string& name = requested->name;
-
-  ProxyRequest forwarded;
-  Model* model = nullptr;
-  size_t chosen = 0;
-  {
-    std::lock_guard lock(mutex_);
-    for (Model& m : models_) {
-      if (m.name == name) model = &m;
-    }
-    if (!model) {
-      send_error(*response, 404,
-                 "the model '" + name + "' does not exist on this node; GET /v1/models lists them",
-                 "invalid_request_error", "model", "model_not_found");
-      return;
-    }
-    // The ready replica with the fewest requests in flight, starting after the last one chosen.
-    int best = -1;
-    size_t count = model->replicas.size();
-    for (size_t k = 0; k < count; ++k) {
-      size_t i = (model->next + k) % count;
-      const Replica& r = model->replicas[i];
-      if (!r.state.ready) continue;
-      if (best < 0 || r.in_flight < model->replicas[size_t(best)].in_flight) best = int(i);
-    }
-    if (best < 0) {
-      std::string state = model->replicas[0].state.state;
-      send_error(*response, 503,
-                 "the model '" + name + "' is not ready (" + state + "); retry shortly",
-                 "service_unavailable", "model", "model_not_ready", {"Retry-After: 1"});
-      return;
-    }
-    chosen = size_t(best);
-    model->next = (chosen + 1) % count;
-    Replica& replica = model->replicas[chosen];
-    replica.in_flight++;
-    forwarded.upstream = replica.upstream;
-    if (!replica.state.served_name.empty() && replica.state.served_name != name) {
-      forwarded.body = replace_request_model(request.body, *requested, replica.state.served_name);
-    }
+  ClientRequest client;
+  client.model = models_.size();
+  for (size_t m = 0; m < models_.size(); ++m) {
+    if (models_[m].config.name == requested->name) client.model = m;
   }
-  in_flight_++;
-  forwarded.target = request.head.target;
-  if (forwarded.body.empty()) forwarded.body = request.body;
-  forwarded.model = name;
-  forwarded.headers.push_back("Content-Type: application/json");
+  if (client.model == models_.size()) {
+    send_error(*response, 404,
+               "the model '" + requested->name +
+                   "' does not exist on this node; GET /v1/models lists them",
+               "invalid_request_error", "model", "model_not_found");
+    return;
+  }
+  Model& model = models_[client.model];
+  model.counters.requests++;
+  client.model_name = requested->name;
+  client.target = request.head.target;
+  client.body = request.body;
+  client.requested = *requested;
+  client.resumable = model.config.resumable && client.target == "/v1/completions";
+  client.headers.push_back("Content-Type: application/json");
   for (const char* header : {"authorization", "accept"}) {
     std::string_view value = request.header(header);
     if (value.empty()) continue;
-    forwarded.headers.push_back(
+    client.headers.push_back(
         std::string(header == std::string("accept") ? "Accept" : "Authorization") + ": " +
         std::string(value));
   }
-  proxy_.forward(std::move(forwarded), std::move(response),
-                 [this, model, chosen](const ProxyResult&) {
-                   {
-                     std::lock_guard lock(mutex_);
-                     model->replicas[chosen].in_flight--;
-                   }
-                   in_flight_--;
-                 });
+  in_flight_++;
+  route(RoutedRequest::create(*this, std::move(client), std::move(response)));
+}
+
+std::string Router::state_of(const Model& model, int64_t now) const {
+  for (const Replica& r : model.replicas) {
+    if (r.state.ready && r.avoid_until_ns > now) return "its engine failed a moment ago";
+  }
+  return model.replicas[0].state.state;
+}
+
+int Router::pick_replica(Model& model, int64_t now, bool& all_failed) {
+  // The ready replica with the fewest requests in flight, starting after the last one chosen.
+  int best = -1;
+  all_failed = true;
+  size_t count = model.replicas.size();
+  for (size_t k = 0; k < count; ++k) {
+    size_t i = (model.next + k) % count;
+    const Replica& r = model.replicas[i];
+    all_failed &= r.state.failed;
+    if (!r.state.ready || r.avoid_until_ns > now) continue;
+    if (best < 0 || r.in_flight < model.replicas[size_t(best)].in_flight) best = int(i);
+  }
+  return best;
+}
+
+void Router::route(const std::shared_ptr<RoutedRequest>& request) {
+  Model& model = models_[request->model()];
+  ServerAddress upstream;
+  std::string served_name;
+  int chosen = -1;
+  bool all_failed = false;
+  bool queue_full = false;
+  std::string state;
+  {
+    std::lock_guard lock(mutex_);
+    int64_t now = monotonic_ns();
+    chosen = stopping_ ? -1 : pick_replica(model, now, all_failed);
+    if (chosen >= 0) {
+      model.next = (size_t(chosen) + 1) % model.replicas.size();
+      Replica& replica = model.replicas[size_t(chosen)];
+      replica.in_flight++;
+      upstream = replica.upstream;
+      served_name = replica.state.served_name;
+      request->hold_deadline_ns = 0;
+    } else if (!all_failed && !draining_ && !stopping_ && model.config.restart_wait_s > 0) {
+      bool first_wait = request->hold_deadline_ns == 0;
+      if (first_wait) request->hold_deadline_ns = now + int64_t(model.config.restart_wait_s * 1e9);
+      if (held_.hold(request->model(), request, request->hold_deadline_ns,
+                     model.config.queue_limit)) {
+        if (first_wait) model.counters.held++;
+        return;
+      }
+      model.counters.failed_queue_full++;
+      queue_full = true;
+    }
+    state = state_of(model, now);
+  }
+  if (chosen >= 0) {
+    request->send(proxy_, upstream, served_name, chosen);
+  } else if (stopping_ || draining_) {
+    request->give_up(503, "this node is shutting down; send the request elsewhere",
+                     "node_draining");
+    done();
+  } else if (all_failed) {
+    answer_failed(request, state);
+  } else if (queue_full) {
+    request->give_up(503,
+                     "the model '" + model.config.name + "' is not ready and " +
+                         std::to_string(model.config.queue_limit) +
+                         " requests already wait for it; retry shortly",
+                     "queue_full", {"Retry-After: 1"});
+    done();
+  } else {
+    model.counters.failed_wait_timeout++;
+    request->give_up(
+        503, "the model '" + model.config.name + "' is not ready (" + state + "); retry shortly",
+        "model_not_ready", {"Retry-After: 1"});
+    done();
+  }
+}
+
+void Router::answer_failed(const std::shared_ptr<RoutedRequest>& request, const std::string& why) {
+  Model& model = models_[request->model()];
+  model.counters.failed_model_failed++;
+  request->give_up(503,
+                   "the model '" + model.config.name + "' has failed and is not restarted (" + why +
+                       "); see gpufrac status and its engine log",
+                   "model_failed");
+  done();
+}
+
+void Router::attempt_ended(const std::shared_ptr<RoutedRequest>& request, AttemptEnd end,
+                           bool engine_failed) {
+  Model& model = models_[request->model()];
+  {
+    std::lock_guard lock(mutex_);
+    Replica& replica = model.replicas[size_t(request->replica())];
+    replica.in_flight--;
+    if (engine_failed) replica.avoid_until_ns = monotonic_ns() + kAvoidFailed_ns;
+  }
+  switch (end) {
+    case AttemptEnd::kCompleted:
+    case AttemptEnd::kClientGone:
+      done();
+      return;
+    case AttemptEnd::kLost:
+      model.counters.failed_engine++;
+      done();
+      return;
+    case AttemptEnd::kRetry:
+      model.counters.retried++;
+      break;
+    case AttemptEnd::kResume:
+      model.counters.resumed++;
+      break;
+    case AttemptEnd::kRefused:
+      break;
+  }
+  if (request->client_gone()) {
+    done();
+    return;
+  }
+  route(request);
+}
+
+void Router::release_held(size_t index) {
+  Model& model = models_[index];
+  bool all_failed = false;
+  std::string state;
+  {
+    std::lock_guard lock(mutex_);
+    bool routable = pick_replica(model, monotonic_ns(), all_failed) >= 0;
+    if (!routable && !all_failed && !draining_ && !stopping_) return;
+    state = model.replicas[0].state.state;
+  }
+  for (const auto& request : held_.take_all(index)) {
+    if (request->client_gone()) {
+      done();
+    } else if (all_failed) {
+      answer_failed(request, state);
+    } else {
+      route(request);  // may wait again, should the replica go meanwhile
+    }
+  }
 }
 
 void Router::handle_models(std::shared_ptr<HttpResponse> response) {
@@ -170,7 +332,7 @@ void Router::handle_models(std::shared_ptr<HttpResponse> response) {
     for (const Model& m : models_) {
       int ready = 0;
       for (const Replica& r : m.replicas) ready += r.state.ready ? 1 : 0;
-      data.push_back({{"id", m.name},
+      data.push_back({{"id", m.config.name},
                       {"object", "model"},
                       {"created", 0},
                       {"owned_by", "gpufrac"},
@@ -189,7 +351,7 @@ void Router::handle_health(std::shared_ptr<HttpResponse> response) {
     for (const Model& m : models_) {
       bool any = false;
       for (const Replica& r : m.replicas) any |= r.state.ready;
-      if (!any) not_ready.push_back(m.name);
+      if (!any) not_ready.push_back(m.config.name);
     }
   }
   bool ok = not_ready.empty() && !draining_;
@@ -197,6 +359,22 @@ void Router::handle_health(std::shared_ptr<HttpResponse> response) {
       ok ? 200 : 503, "application/json",
       Json{{"status", ok ? "ok" : (draining_ ? "draining" : "starting")}, {"not_ready", not_ready}}
           .dump());
+}
+
+void Router::handle_metrics(std::shared_ptr<HttpResponse> response) {
+  std::vector<ModelMetricsRow> rows;
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t m = 0; m < models_.size(); ++m) {
+      ModelMetricsRow row{models_[m].config.name, &models_[m].counters, 0, 0, held_.waiting(m)};
+      for (const Replica& r : models_[m].replicas) {
+        row.restarts += r.state.restarts;
+        row.ready_replicas += r.state.ready ? 1 : 0;
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  response->send(200, "text/plain; version=0.0.4", render_router_metrics(rows));
 }
 
 }  // namespace gpufrac

@@ -1,14 +1,26 @@
 // The node's front door: one listen address for every model. POST /v1/completions,
 // /v1/chat/completions, /tokenize and /detokenize (vLLM's helpers) go to a ready replica of the
-// model named in the body's "model" (the one with the fewest requests in flight), relayed by
-// UpstreamProxy (streams pass through chunk by chunk; a client that disconnects closes the upstream
-// request). GET /v1/models lists every model with its readiness; GET /health is 200 when every
-// model has a ready replica, else 503.
+// model named in the body's "model" (the one with the fewest requests in flight), as a
+// RoutedRequest relayed by UpstreamProxy (streams pass through event by event; a client that
+// disconnects closes the upstream request). GET /v1/models lists every model with its readiness;
+// GET /health is 200 when every model has a ready replica, else 503; GET /metrics is the
+// router's Prometheus text (router_metrics.h).
 //
-// Errors, OpenAI-style: unknown model 404 (code model_not_found), model known but no replica
-// ready 503 (code model_not_ready, Retry-After: 1), body not a JSON object or without a "model"
-// string 400, node draining for shutdown 503. Only "model" is read (request_model.h): the engine
-// validates the rest of the body.
+// Nothing lost when an engine dies:
+//   - Hold: a request for a model with no replica to serve it (starting, restarting) waits here,
+//     in order (HeldRequests), and is sent as soon as a replica is ready; only after the model's
+//     restart_wait, or beyond its queue_limit, is it answered 503 (Retry-After).
+//   - Retry and resume: a request whose engine failed is sent again (RoutedRequest says when)
+//     to a ready replica, waiting like a new one when there is none. A replica whose engine
+//     failed is avoided until the supervisor reports it again (or kAvoidFailed_ns passed).
+//   - A model whose replicas have all failed (the supervisor gave up on a crash loop) is answered
+//     503 model_failed at once, its waiting requests too.
+//
+// Errors, OpenAI-style: unknown model 404 (code model_not_found); no ready replica within the
+// bounds 503 (model_not_ready, or queue_full; Retry-After: 1); a failed model 503 (model_failed);
+// body not a JSON object or without a "model" string 400; node draining for shutdown 503
+// (node_draining); an engine's malformed reply, or a failure that could not be mended, 502 or a
+// cut stream. Only "model" is read (request_model.h): the engine validates the rest of the body.
 //
 // A replica's engine is reached at its host and port (ReplicaState; 127.0.0.1 for the node's own
 // engines): an IPv4 or IPv6 literal or a host name, resolved by set_replica() when the replica
@@ -20,7 +32,7 @@
 // from the engine's /v1/models when the replica became ready.
 //
 // Thread-safety: set_replica() may be called from any thread (the supervisor); request handling
-// runs on the HTTP loop thread and the proxy thread.
+// runs on the HTTP loop thread, the proxy thread and the hold timer thread.
 #pragma once
 
 #include <atomic>
@@ -31,38 +43,53 @@
 #include <vector>
 
 #include "common/http_server.h"
+#include "node/held_requests.h"
+#include "node/routed_request.h"
+#include "node/router_metrics.h"
 #include "node/upstream_proxy.h"
 
 namespace gpufrac {
 
+// How long a replica whose engine just failed is passed over when the supervisor says nothing.
+inline constexpr int64_t kAvoidFailed_ns = 1'000'000'000;
+
 struct RouterModel {
   std::string name;
   int replicas = 1;
+  // The engine is the built-in one: its /v1/completions streams carry token ids and it takes
+  // resume_token_ids, so a cut stream is resumed. Other engines' requests are sent again only
+  // while nothing of the reply has reached the client.
+  bool resumable = false;
+  double restart_wait_s = 30;  // how long a request may wait for a ready replica; 0: not at all
+  size_t queue_limit = 256;    // requests that may wait at once; more get 503 at once
 };
 
 struct ReplicaState {
   std::string host = "127.0.0.1";  // the engine's address: "127.0.0.1", "::1", "localhost", ...
   int port = 0;
   bool ready = false;
-  std::string state = "starting";  // shown in 503 messages: starting, restarting, stopped, ...
+  bool failed = false;             // the supervisor gave up on it (it kept failing)
+  std::string state = "starting";  // shown in 503 messages: starting, restarting, failed: why, ...
   std::string served_name;         // the engine's own model id; empty: the node's name
+  int restarts = 0;
 };
 
-class Router {
+class Router : private RequestOwner {
  public:
   Router(HttpServerOptions options, std::vector<RouterModel> models);
-  ~Router();
+  ~Router() override;
 
   // Binds and serves; throws RuntimeFailure naming the address when it cannot bind.
   void start();
   int port() const { return server_.port(); }
 
   // Resolves a ready replica's host (blocking while a name is looked up: call it off the HTTP
-  // loop, as the supervisor does).
+  // loop, as the supervisor does), then sends the model's waiting requests if it can.
   void set_replica(const std::string& model, int replica, ReplicaState state);
 
-  // Refuse new requests (503), then wait until every request in flight has finished.
-  void begin_drain() { draining_ = true; }
+  // Refuse new requests (503) and answer the waiting ones, then wait until every request in
+  // flight has finished.
+  void begin_drain();
   bool wait_idle(double timeout_s) const;  // true when nothing is in flight anymore
   size_t in_flight() const { return in_flight_.load(); }
   void stop();
@@ -72,23 +99,43 @@ class Router {
     ReplicaState state;
     ServerAddress upstream;  // state's host and port, resolved while ready
     int in_flight = 0;
+    int64_t avoid_until_ns = 0;  // its engine failed a request: not chosen until then
   };
   struct Model {
-    std::string name;
+    RouterModel config;
     std::vector<Replica> replicas;
     size_t next = 0;  // round-robin start among equally loaded replicas
+    ModelCounters counters;
   };
   // The completions, chat, /tokenize and /detokenize endpoints: proxied to a replica of the
   // body's "model" (required here, though a single engine's /tokenize takes it as optional).
   void handle_model_request(const HttpRequest& request, std::shared_ptr<HttpResponse> response);
   void handle_models(std::shared_ptr<HttpResponse> response);
   void handle_health(std::shared_ptr<HttpResponse> response);
+  void handle_metrics(std::shared_ptr<HttpResponse> response);
+
+  // Sends `request` to the model's best replica, or holds it, or answers why it cannot.
+  void route(const std::shared_ptr<RoutedRequest>& request);
+  void attempt_ended(const std::shared_ptr<RoutedRequest>& request, AttemptEnd end,
+                     bool engine_failed) override;
+  // Routes the model's waiting requests when a replica can take them (or answers them all when
+  // the model has failed).
+  void release_held(size_t model);
+  void answer_failed(const std::shared_ptr<RoutedRequest>& request, const std::string& why);
+  void done() { in_flight_--; }
+  // Under mutex_: the replica to send to (-1: none), and whether every replica has failed.
+  int pick_replica(Model& model, int64_t now, bool& all_failed);
+  std::string state_of(const Model& model, int64_t now) const;  // why it serves nobody (mutex_)
 
   std::mutex mutex_;  // guards models_' replica states and counts
   std::vector<Model> models_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> stopping_{false};
   std::atomic<size_t> in_flight_{0};
-  UpstreamProxy proxy_;  // declared before server_: the server (and its callbacks) goes first
+  // Declared in this order so that they go in reverse: the server (and its callbacks) first,
+  // then the proxy (whose last exchanges end as it goes), then the waiting requests.
+  HeldRequests held_;
+  UpstreamProxy proxy_;
   HttpServer server_;
 };
 

@@ -58,6 +58,7 @@ std::string_view instance_state_name(InstanceState state) {
     case InstanceState::kRestarting: return "restarting";
     case InstanceState::kStopping: return "stopping";
     case InstanceState::kStopped: return "stopped";
+    case InstanceState::kFailed: return "failed";
   }
   return "?";
 }
@@ -216,7 +217,7 @@ void Supervisor::check_startup(Instance& x) {
                       std::to_string(int(x.spec.startup_timeout_s)) + " s; its log ends: " +
                       log_tail(x.spec.plan.log_path);
     if (starting_) fail(why);
-    else schedule_restart(x, "startup timed out");
+    else count_failure(x, "startup timed out");
     return;
   }
   if (now < x.next_health_ns) return;
@@ -267,7 +268,25 @@ void Supervisor::on_exit(Instance& x, int wait_status) {
     stop_group_members(x.spec.fault_group, x,
                        "co-tenant '" + x.spec.name + "' on the same GPU died (" + x.status.last_exit + ")");
   }
-  schedule_restart(x, x.status.last_exit);
+  count_failure(x, x.status.last_exit);
+}
+
+bool Supervisor::healthy_long_enough(const Instance& x, int64_t now) const {
+  return x.ready_since_ns && now - x.ready_since_ns > int64_t(options_.healthy_reset_s * 1e9);
+}
+
+void Supervisor::count_failure(Instance& x, const std::string& why) {
+  x.status.failures = healthy_long_enough(x, monotonic_ns()) ? 1 : x.status.failures + 1;
+  if (x.spec.failure_limit <= 0 || x.status.failures < x.spec.failure_limit) {
+    schedule_restart(x, why);
+    return;
+  }
+  x.status.state = InstanceState::kFailed;
+  x.status.reason =
+      "failed " + std::to_string(x.status.failures) + " times in a row (last: " + why +
+      "); not restarted: fix it (its log: " + x.spec.plan.log_path + ") and start the node again";
+  log_error("model ", x.spec.name, ": ", x.status.reason);
+  publish(x);
 }
 
 void Supervisor::stop_group_members(int group, const Instance& except, const std::string& why) {
@@ -290,9 +309,10 @@ void Supervisor::stop_group_members(int group, const Instance& except, const std
 
 void Supervisor::schedule_restart(Instance& x, const std::string& why) {
   int64_t now = monotonic_ns();
-  bool was_healthy = x.ready_since_ns && now - x.ready_since_ns > int64_t(options_.healthy_reset_s * 1e9);
-  x.backoff_s = (x.backoff_s == 0 || was_healthy) ? options_.backoff_initial_s
-                                                   : std::min(options_.backoff_max_s, x.backoff_s * 2);
+  x.backoff_s = (x.backoff_s == 0 || healthy_long_enough(x, now))
+                    ? options_.backoff_initial_s
+                    : std::min(options_.backoff_max_s, x.backoff_s * 2);
+  x.status.backoff_s = x.backoff_s;
   x.ready_since_ns = 0;
   x.restart_at_ns = now + int64_t(x.backoff_s * 1e9);
   // A fault group restarts together: nobody comes back before the last member may.

@@ -6,9 +6,12 @@
 // node starts all of its models or none.
 //
 // Afterwards a monitor thread keeps them up: an instance that exits is restarted with exponential
-// backoff (0.5 s doubling to 30 s; back to 0.5 s after 30 s of good health). Instances in one
-// fault group (the MPS clients of one GPU) share fate: a fatal GPU error reaches every client of
-// that GPU, and the MPS server takes no new client until all of them have exited, so when one of
+// backoff (0.5 s doubling to 30 s; back to 0.5 s after 30 s of good health). One that keeps
+// failing — `failure_limit` exits (or startup timeouts) of its own in a row, without 30 s of good
+// health in between — is marked failed and left down (its requests get a clear 503); the others
+// keep serving. Being stopped with a fault group (below) is not a failure of its own. Instances in
+// one fault group (the MPS clients of one GPU) share fate: a fatal GPU error reaches every client
+// of that GPU, and the MPS server takes no new client until all of them have exited, so when one of
 // them dies of anything but an outside kill signal (SIGKILL, SIGTERM, SIGINT), or restart_group()
 // is called (an Xid reported by NVML), all of them are stopped and restarted together. If a
 // restarted instance fails verification, the fatal callback runs (the node goes down).
@@ -31,7 +34,7 @@
 
 namespace gpufrac {
 
-enum class InstanceState { kStarting, kReady, kRestarting, kStopping, kStopped };
+enum class InstanceState { kStarting, kReady, kRestarting, kStopping, kStopped, kFailed };
 
 // The model id an engine serves under: the first id of its /v1/models; "" when it does not say.
 std::string served_model_name(const std::string& base_url);
@@ -44,6 +47,7 @@ struct SupervisedInstance {
   LaunchPlan plan;
   double startup_timeout_s = 600;
   int fault_group = -1;  // instances sharing an MPS server have one group; -1: none
+  int failure_limit = 5;  // failures in a row before it is marked failed; 0: never
 };
 
 struct InstanceStatus {
@@ -52,6 +56,8 @@ struct InstanceStatus {
   int replica = 0;
   InstanceState state = InstanceState::kStarting;
   int restarts = 0;
+  int failures = 0;      // failures of its own in a row (see above)
+  double backoff_s = 0;  // the wait before the pending (or last) restart
   ProcessId process;
   std::string last_exit;    // "exit code 1", "killed by signal 9 (Killed)", ...
   std::string reason;       // why it is restarting
@@ -101,7 +107,10 @@ class Supervisor {
   void launch(Instance& x);
   void check_startup(Instance& x);
   void on_exit(Instance& x, int wait_status);
+  // A failure of its own: restarts it, or marks it failed past its failure_limit.
+  void count_failure(Instance& x, const std::string& why);
   void schedule_restart(Instance& x, const std::string& why);
+  bool healthy_long_enough(const Instance& x, int64_t now) const;
   void stop_group_members(int group, const Instance& except, const std::string& why);
   void fail(const std::string& message);
   void publish(Instance& x);

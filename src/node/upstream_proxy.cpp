@@ -9,7 +9,6 @@
 
 #include "common/epoll_set.h"
 #include "common/http_client_connection.h"
-#include "common/log.h"
 
 namespace gpufrac {
 namespace {
@@ -20,22 +19,12 @@ struct Exchange {
   uint64_t id = 0;
   HttpClientConnection connection;
   ProxyRequest request;
-  std::shared_ptr<HttpResponse> response;
-  std::function<void(const ProxyResult&)> on_done;
+  std::shared_ptr<ProxyReplyHandler> handler;
   bool head_handled = false;
-  bool streaming = false;
-  bool relayed = false;  // some of the reply reached the client
-  std::string body;      // the body of a Content-Length reply, sent on once complete
 };
 
 std::string request_bytes(const ProxyRequest& r) {
   return format_http_request(r.method, r.target, r.upstream, r.headers, r.body);
-}
-
-void answer_refused(HttpResponse& response, const std::string& model) {
-  send_openai_error(response, 503,
-                    "model '" + model + "' is not reachable right now (its engine is " +
-                        "restarting); retry shortly");
 }
 
 }  // namespace
@@ -121,13 +110,11 @@ class UpstreamProxy::Loop {
     for (auto& exchange : incoming) start(std::move(exchange));
     for (uint64_t id : cancels) {
       auto it = exchanges_.find(id);
-      if (it != exchanges_.end()) finish(*it->second, ProxyOutcome::kClientGone);
+      if (it != exchanges_.end()) finish(*it->second, ProxyOutcome::kCancelled, "cancelled");
     }
     if (stopping) {
       while (!exchanges_.empty()) {
-        Exchange& e = *exchanges_.begin()->second;
-        e.response->abort();
-        finish(e, ProxyOutcome::kFailed);
+        finish(*exchanges_.begin()->second, ProxyOutcome::kCancelled, "the router is stopping");
       }
       return false;
     }
@@ -139,12 +126,9 @@ class UpstreamProxy::Loop {
     Exchange& e = *exchange;
     exchanges_.emplace(e.id, std::move(exchange));
     e.connection.watch(epoll_, e.id);
-    if (e.connection.send_failed()) fail(e, "could not send the request to the engine");
-  }
-
-  void refuse(Exchange& e) {
-    answer_refused(*e.response, e.request.model);
-    finish(e, ProxyOutcome::kRefused);
+    if (e.connection.send_failed()) {
+      finish(e, ProxyOutcome::kFailed, "could not send the request to the engine");
+    }
   }
 
   void on_ready(Exchange& e, uint32_t events) {
@@ -152,9 +136,9 @@ class UpstreamProxy::Loop {
     if ((c.connecting() || c.sending()) && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
       if (c.on_writable() != 0) {
         if (c.connect_failed()) {
-          refuse(e);
+          finish(e, ProxyOutcome::kRefused, connect_failure(e.request.upstream, c.error()));
         } else {
-          fail(e, "could not send the request to the engine");
+          finish(e, ProxyOutcome::kFailed, "could not send the request to the engine");
         }
         return;
       }
@@ -173,71 +157,39 @@ class UpstreamProxy::Loop {
           if (!relay(e, decoded)) return;
           break;
         case ReplyStep::kComplete:
-          if (relay(e, decoded)) complete(e);
+          if (relay(e, decoded)) finish(e, ProxyOutcome::kCompleted, "");
           return;
         case ReplyStep::kMalformed:
-          fail(e, "the engine's reply is not valid HTTP (" +
-                      std::string(e.connection.parser().error_text()) + ")");
+          finish(e, ProxyOutcome::kMalformed,
+                 "the engine's reply is not valid HTTP (" +
+                     std::string(e.connection.parser().error_text()) + ")");
           return;
         case ReplyStep::kClosed:
-          fail(e, "the engine closed the connection before its reply was complete");
+          finish(e, ProxyOutcome::kFailed,
+                 "the engine closed the connection before its reply was complete");
           return;
       }
     }
   }
 
-  // Passes on what the reply's latest bytes decoded to; false when the client has gone (the
-  // exchange has ended).
+  // Hands the reply's latest bytes to the handler; false when the exchange has ended.
   bool relay(Exchange& e, const std::string& decoded) {
     const HttpParser& parser = e.connection.parser();
     if (parser.head_complete() && !e.head_handled) {
       e.head_handled = true;
-      const HttpHead& head = parser.head();
-      e.streaming = head.header("content-length").empty();
-      if (e.streaming) {
-        std::string_view type = head.header("content-type");
-        e.response->start_stream(head.status, type.empty() ? "text/event-stream" : type);
-        e.relayed = true;
-      }
+      e.handler->on_reply_head(parser.head());
     }
-    if (decoded.empty()) return true;
-    if (!e.streaming) {
-      e.body += decoded;
-    } else if (!e.response->write(decoded)) {
-      finish(e, ProxyOutcome::kClientGone);
-      return false;
-    }
-    return true;
+    if (decoded.empty() || e.handler->on_reply_body(decoded)) return true;
+    finish(e, ProxyOutcome::kCancelled, "the client has gone");
+    return false;
   }
 
-  void complete(Exchange& e) {
-    if (e.streaming) {
-      e.response->end();
-    } else {
-      const HttpHead& head = e.connection.parser().head();
-      std::string_view type = head.header("content-type");
-      e.response->send(head.status, type.empty() ? "application/json" : type, std::move(e.body));
-      e.relayed = true;
-    }
-    finish(e, ProxyOutcome::kCompleted);
-  }
-
-  void fail(Exchange& e, const std::string& why) {
-    log_warn("router: model ", e.request.model, ": ", why);
-    if (e.relayed) {
-      e.response->abort();  // the client sees the stream cut, as it was
-    } else {
-      send_openai_error(*e.response, 502, "model '" + e.request.model + "': " + why);
-    }
-    finish(e, ProxyOutcome::kFailed);
-  }
-
-  void finish(Exchange& e, ProxyOutcome outcome) {
-    ProxyResult result{outcome, e.relayed};
-    auto on_done = std::move(e.on_done);
+  void finish(Exchange& e, ProxyOutcome outcome, std::string error) {
+    ProxyResult result{outcome, e.connection.reply_started(), std::move(error)};
+    std::shared_ptr<ProxyReplyHandler> handler = std::move(e.handler);
     exchanges_.erase(e.id);  // destroys e, closing the upstream connection
     active_--;
-    if (on_done) on_done(result);
+    handler->on_end(result);
   }
 
   std::atomic<size_t>& active_;
@@ -258,27 +210,27 @@ UpstreamProxy::~UpstreamProxy() {
   loop_.reset();
 }
 
-void UpstreamProxy::forward(ProxyRequest request, std::shared_ptr<HttpResponse> response,
-                            std::function<void(const ProxyResult&)> on_done) {
+uint64_t UpstreamProxy::forward(ProxyRequest request, std::shared_ptr<ProxyReplyHandler> handler) {
   auto exchange = std::make_unique<Exchange>();
   Exchange& e = *exchange;
   e.id = loop_->next_id();
   e.request = std::move(request);
-  e.response = response;
-  e.on_done = std::move(on_done);
+  e.handler = std::move(handler);
   // Connect and send on the caller's thread: a loopback connect completes (or is refused) at
   // once, so the engine gets the request without waiting for the proxy thread to wake up.
-  if (e.connection.connect(e.request.upstream.socket) != 0) {
-    answer_refused(*response, e.request.model);
-    if (e.on_done) e.on_done(ProxyResult{ProxyOutcome::kRefused, false});
-    return;
+  if (int error = e.connection.connect(e.request.upstream.socket); error != 0) {
+    e.handler->on_end({ProxyOutcome::kRefused, false, connect_failure(e.request.upstream, error)});
+    return 0;
   }
   e.connection.send_request(request_bytes(e.request));
   uint64_t id = e.id;
   active_++;
   loop_->post_new(std::move(exchange));
-  Loop* loop = loop_.get();
-  response->on_disconnect([loop, id] { loop->post_cancel(id); });
+  return id;
+}
+
+void UpstreamProxy::cancel(uint64_t id) {
+  if (id != 0) loop_->post_cancel(id);
 }
 
 }  // namespace gpufrac

@@ -1,33 +1,26 @@
-// The router's upstream side: relays a client's request to a model's engine and the engine's
-// answer back, as it arrives. The engine is any resolved address (ServerAddress: IPv4, IPv6, a
-// host name resolved beforehand; local engines are on 127.0.0.1). forward() connects and sends
+// The router's upstream side: sends a client's request to a model's engine and hands the engine's
+// reply, as it is parsed, to the request's owner (ProxyReplyHandler), which decides what the
+// client sees (routed_request.h). The engine is any resolved address (ServerAddress: IPv4, IPv6,
+// a host name resolved beforehand; local engines are on 127.0.0.1). forward() connects and sends
 // the request on the caller's thread (a loopback connect completes at once: no thread hop before
 // the engine sees the request); then one epoll thread owns the upstream connection, common's
-// HttpClientConnection (rest of the write, incremental HttpParser on the reply). The client side
-// is an HttpResponse handle, whose writes are thread-safe.
+// HttpClientConnection (rest of the write, incremental HttpParser on the reply), and calls the
+// handler: the head once parsed, then each batch of decoded body bytes as soon as it is read (so
+// streamed tokens pass through one by one), then how the exchange ended (ProxyResult).
 //
-// Relaying: an upstream reply with Content-Length is sent on as one response (the non-streaming
-// JSON case); any other (chunked, or until close: SSE streams) is started as a chunked stream at
-// once and each batch of decoded body bytes is written to the client as soon as it is read, so
-// tokens pass through one by one. If the client disconnects, the upstream connection is closed
-// at once (engines cancel on disconnect). If the engine's reply is cut short, the client
-// connection is aborted the same way (no false end of stream).
-//
-// Errors the proxy answers itself (OpenAI-style bodies): 503 when the engine refuses the
-// connection (it is restarting), 502 when the request cannot be sent or the reply is malformed or
-// cut short before any of it was relayed. Each relay reports how it ended (ProxyResult), including
-// whether the client saw any of the engine's reply.
-// Thread-safe: forward() may be called from any thread (see it for where on_done runs).
+// cancel() (the client left) closes the upstream connection at once (engines cancel on
+// disconnect); destroying the proxy ends every exchange the same way.
+// Thread-safe: forward() and cancel() may be called from any thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "common/http_server.h"
+#include "common/http_parser.h"
 #include "common/http_url.h"
 
 namespace gpufrac {
@@ -38,35 +31,45 @@ struct ProxyRequest {
   std::string target;  // "/v1/completions"
   std::string body;
   std::vector<std::string> headers;  // extra request header lines (no CRLF)
-  std::string model;                 // for error messages
 };
 
 enum class ProxyOutcome {
-  kCompleted,   // the engine's whole reply reached the client
-  kRefused,     // the engine was not listening (answered 503)
-  kFailed,      // the request could not be sent, or the reply was malformed or cut short (answered
-                // 502 if nothing had been relayed yet, else the client connection was aborted)
-  kClientGone,  // the client disconnected first; the upstream connection was closed
+  kCompleted,  // the engine's whole reply was read
+  kRefused,    // the engine was not listening: nothing was sent
+  kFailed,     // the request could not be sent, or the connection ended before the reply was
+               // complete (an engine that died)
+  kMalformed,  // the reply is not valid HTTP
+  kCancelled,  // cancel(), a handler that stopped the relay, or the proxy going away
 };
 
 struct ProxyResult {
   ProxyOutcome outcome = ProxyOutcome::kCompleted;
-  // Some of the engine's reply reached the client (a stream's head, a whole reply): the client has
-  // seen this attempt. False for kRefused and whenever the proxy answered with its own error.
-  bool reply_relayed = false;
+  bool reply_started = false;  // some of the engine's reply had arrived
+  std::string error;           // what went wrong, one line ("" when completed)
+};
+
+// The owner's side of one exchange. Calls come one at a time, on the proxy thread; on_end comes
+// exactly once and last (on forward()'s caller's thread when the connect fails at once).
+class ProxyReplyHandler {
+ public:
+  virtual ~ProxyReplyHandler() = default;
+  virtual void on_reply_head(const HttpHead& head) = 0;
+  // Decoded body bytes as they arrive; false ends the exchange (on_end: kCancelled).
+  virtual bool on_reply_body(std::string_view bytes) = 0;
+  virtual void on_end(const ProxyResult& result) = 0;
 };
 
 class UpstreamProxy {
  public:
   UpstreamProxy();   // starts the proxy thread
-  ~UpstreamProxy();  // closes every upstream connection, aborting their clients
+  ~UpstreamProxy();  // ends every exchange (kCancelled)
   UpstreamProxy(const UpstreamProxy&) = delete;
   UpstreamProxy& operator=(const UpstreamProxy&) = delete;
 
-  // Relays `request`; `on_done` runs exactly once with the result (on the caller's thread when
-  // the connect fails at once, else on the proxy thread).
-  void forward(ProxyRequest request, std::shared_ptr<HttpResponse> response,
-               std::function<void(const ProxyResult&)> on_done);
+  // Sends `request`; returns the exchange's id for cancel() (0 when it ended at once).
+  uint64_t forward(ProxyRequest request, std::shared_ptr<ProxyReplyHandler> handler);
+  // Ends exchange `id` if it is still running (its handler gets kCancelled).
+  void cancel(uint64_t id);
   size_t active() const { return active_.load(); }
 
  private:

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ namespace gpufrac::testing {
 struct RawReply {
   int status = 0;
   std::string content_type;
+  HttpHead head;  // the whole head (other headers), once it arrived
   std::string body;
   bool complete = false;            // a whole reply arrived
   std::vector<int64_t> arrival_ns;  // one entry per read that delivered body bytes
@@ -77,8 +79,10 @@ inline int connect_local(int port) {
 // Sends `request` on a new connection and reads one reply. With `hang_up_after`, closes the
 // connection as soon as the body holds that substring (a client leaving mid-stream). With
 // `end_after_send`, shuts down the sending side (the server sees EOF after the request).
+// `on_body` sees the body so far after every read that added to it (a test acting mid-stream).
 inline RawReply http_exchange(int port, const std::string& request, double timeout_s = 20,
-                              const std::string& hang_up_after = "", bool end_after_send = false) {
+                              const std::string& hang_up_after = "", bool end_after_send = false,
+                              const std::function<void(const std::string&)>& on_body = {}) {
   RawReply reply;
   int fd = connect_local(port);
   if (fd < 0) {
@@ -110,10 +114,14 @@ inline RawReply http_exchange(int port, const std::string& request, double timeo
     }
     const size_t before = reply.body.size();
     parser.feed(std::string_view(buffer, size_t(n)), reply.body);
-    if (reply.body.size() > before) reply.arrival_ns.push_back(monotonic_ns());
+    if (reply.body.size() > before) {
+      reply.arrival_ns.push_back(monotonic_ns());
+      if (on_body) on_body(reply.body);
+    }
     if (parser.head_complete()) {
       reply.status = parser.head().status;
       reply.content_type = std::string(parser.head().header("content-type"));
+      reply.head = parser.head();
     }
     if (parser.state() == HttpParser::State::kError) {
       reply.error = "malformed reply";

@@ -111,6 +111,54 @@ TEST(Server, StreamingUsageChunk) {
   EXPECT_EQ(events[4], "[DONE]");
 }
 
+// The ids and the usage of a streamed completion.
+struct StreamedRun {
+  Json ids = Json::array();
+  Json usage;
+  std::string finish_reason;
+};
+StreamedRun streamed_run(int port, const std::string& body) {
+  RawReply r = http_exchange(port, http_post("/v1/completions", body));
+  StreamedRun run;
+  for (const std::string& event : sse_data(r.body)) {
+    if (event == "[DONE]") continue;
+    Json chunk = Json::parse(event);
+    if (chunk["choices"].empty()) {
+      run.usage = chunk["usage"];
+      continue;
+    }
+    run.ids.push_back(chunk["choices"][0]["token_ids"][0]);
+    if (chunk["choices"][0]["finish_reason"].is_string())
+      run.finish_reason = chunk["choices"][0]["finish_reason"];
+  }
+  return run;
+}
+
+// A request sent again with the ids its interrupted run had delivered (resume_token_ids) answers
+// with the rest of that run: the same ids, greedy and seeded alike (the fake runner's draws
+// depend on seed and draw number), and the usage of the whole run.
+TEST(Server, AResumedRequestAnswersTheRestOfTheInterruptedRun) {
+  FakeServer server;
+  for (const char* sampling : {R"("temperature":0)", R"("temperature":1,"seed":7)"}) {
+    std::string head =
+        std::string(R"({"prompt":[1,2,3,4,5],)") + sampling +
+        R"(,"max_tokens":10,"min_tokens":10,"stream":true,"stream_options":{"include_usage":true})";
+    StreamedRun whole = streamed_run(server.port(), head + "}");
+    ASSERT_EQ(whole.ids.size(), 10u) << sampling;
+    Json delivered(whole.ids.begin(), whole.ids.begin() + 4);
+    StreamedRun rest =
+        streamed_run(server.port(), head + R"(,"resume_token_ids":)" + delivered.dump() + "}");
+    EXPECT_EQ(rest.ids, Json(whole.ids.begin() + 4, whole.ids.end())) << sampling;
+    EXPECT_EQ(rest.usage, whole.usage) << sampling;
+    EXPECT_EQ(rest.finish_reason, "length");
+  }
+  RawReply nothing_left = http_exchange(
+      server.port(),
+      http_post("/v1/completions", R"({"prompt":[1],"max_tokens":2,"resume_token_ids":[3,4]})"));
+  EXPECT_EQ(nothing_left.status, 400);
+  EXPECT_NE(nothing_left.body.find("resume_token_ids"), std::string::npos) << nothing_left.body;
+}
+
 TEST(Server, EosStopsWithFinishReasonStop) {
   ServerSetup setup;
   setup.runner.eos_one_in = 1;

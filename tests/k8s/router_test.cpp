@@ -37,7 +37,8 @@ TEST(ClusterRouter, RoutesByModelToEachUpstreamAndFollowsItsHealth) {
   b.start();
   ClusterRouter router(
       HttpServerOptions{"127.0.0.1", 0},
-      parse_upstreams({"a=" + a.url() + "/v1/models", "b=" + b.url() + "/v1/models"}), 0.05);
+      parse_upstreams({"a=" + a.url() + "/v1/models", "b=" + b.url() + "/v1/models"}), 0.05,
+      /*restart_wait_s=*/0);
   router.start();
   std::string url = "http://127.0.0.1:" + std::to_string(router.port());
   ASSERT_TRUE(eventually([&] { return http_get(url + "/health", 1).status == 200; }, 10));

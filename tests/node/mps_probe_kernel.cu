@@ -1,6 +1,8 @@
-// The GPU half of node_mps_probe: which SMs a kernel of this process can reach.
+// The GPU half of node_mps_probe: which SMs a kernel of this process can reach, and a fault on
+// purpose.
 #include <cuda_runtime.h>
 
+#include <string>
 #include <vector>
 
 namespace {
@@ -14,7 +16,18 @@ __global__ void record_sm(unsigned* sm_of_block, long long spin_cycles) {
   if (threadIdx.x == 0) sm_of_block[blockIdx.x] = sm;
 }
 
+__global__ void write_to(int* address) { *address = 1; }
+
 }  // namespace
+
+// A kernel that writes to an address nothing maps: the GPU raises an MMU fault, an illegal
+// address (under MPS it reaches every client of the GPU). Returns what the synchronisation
+// reports, "" when it reported nothing.
+std::string provoke_illegal_address() {
+  write_to<<<1, 1>>>(reinterpret_cast<int*>(0x10));
+  cudaError_t error = cudaDeviceSynchronize();
+  return error == cudaSuccess ? "" : cudaGetErrorString(error);
+}
 
 // Distinct SMs that `blocks` spinning blocks ran on (blocks spin long enough that the scheduler
 // spreads them over every SM it may use), or -1 on a CUDA error.

@@ -1,7 +1,7 @@
 // Whole CPU nodes with fake engines (bench's scripted SSE server): placement made real (pinned
-// cores, memory limits), load through the router, supervision (kill -9: 503 for that model, the
-// other model's streams all complete, the killed one back within 10 s), all-or-nothing startup,
-// and down leaving nothing behind.
+// cores, memory limits), load through the router, supervision (kill -9: that model's requests
+// wait in the router until it is back within 10 s, the other model's streams all complete),
+// all-or-nothing startup, and down leaving nothing behind.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -85,7 +85,8 @@ TEST_F(CpuNodeTest, TwoModelsAnswerLoadThroughTheRouter) {
   EXPECT_EQ(state["models"][0]["state"], "stopped");
 }
 
-TEST_F(CpuNodeTest, KillNineGives503ThenRestartsWhileTheOtherModelsStreamsComplete) {
+TEST_F(CpuNodeTest,
+       KillNineHoldsThatModelsRequestsUntilItIsBackWhileTheOtherModelsStreamsComplete) {
   std::unique_ptr<Node> node = Node::up(spec(fake_model("a", "{compute: 0.5, memory: 0.1}") +
                                              fake_model("b", "{compute: 0.5, memory: 0.1}", "", 20)));
   std::vector<InstanceStatus> keep;
@@ -102,14 +103,13 @@ TEST_F(CpuNodeTest, KillNineGives503ThenRestartsWhileTheOtherModelsStreamsComple
   int64_t killed_at = monotonic_ns();
   ASSERT_EQ(::kill(victim.pid, SIGKILL), 0);
 
-  // As soon as the supervisor has seen the death, the router answers 503 for a.
+  // Once the supervisor has seen the death, a request for a waits in the router and is answered
+  // when a is back (a new process, serving) within 10 s of the kill.
   ASSERT_TRUE(eventually([&] { return find(*node, "a", keep)->state != InstanceState::kReady; }, 5));
-  HttpReply refused = http_post_json(node->url() + "/v1/completions", body("a", 2));
-  EXPECT_EQ(refused.status, 503) << refused.body;
-  EXPECT_NE(refused.body.find("model_not_ready"), std::string::npos) << refused.body;
-
-  // a is back (a new process, serving) within 10 s of the kill.
-  ASSERT_TRUE(eventually([&] { return find(*node, "a", keep)->state == InstanceState::kReady; }, 10));
+  HttpReply held = http_post_json(node->url() + "/v1/completions", body("a", 2), 15);
+  EXPECT_EQ(held.status, 200) << held.body;
+  EXPECT_NE(held.body.find("[DONE]"), std::string::npos) << held.body;
+  EXPECT_EQ(find(*node, "a", keep)->state, InstanceState::kReady);
   double back_s = double(monotonic_ns() - killed_at) / 1e9;
   EXPECT_LT(back_s, 10);
   const InstanceStatus* a = find(*node, "a", keep);
@@ -126,6 +126,37 @@ TEST_F(CpuNodeTest, KillNineGives503ThenRestartsWhileTheOtherModelsStreamsComple
   }
   EXPECT_EQ(find(*node, "b", keep)->restarts, 0);
   std::printf("killed model back in %.2f s\n", back_s);
+}
+
+TEST_F(CpuNodeTest, AModelThatKeepsFailingIsMarkedFailedWhileTheOtherServes) {
+  // a serves once; every later start exits at once (its marker exists): a crash loop.
+  std::string marker = dir_.path() + "/a-started";
+  std::unique_ptr<Node> node = Node::up(
+      spec(fake_model("a", "{compute: 0.5, memory: 0.1}",
+                      "test -e " + marker + " && exit 3; touch " + marker + "; ") +
+           "    failure_limit: 3\n" + fake_model("b", "{compute: 0.5, memory: 0.1}")));
+  std::vector<InstanceStatus> keep;
+  ::kill(find(*node, "a", keep)->process.pid, SIGKILL);
+  // Failures 1 (the kill), 2 and 3 (exit code 3 after 0.5 s and 1 s of backoff): failed.
+  ASSERT_TRUE(eventually([&] { return find(*node, "a", keep)->state == InstanceState::kFailed; }, 15));
+  const InstanceStatus* a = find(*node, "a", keep);
+  EXPECT_EQ(a->failures, 3);
+  EXPECT_EQ(a->restarts, 2);
+  EXPECT_DOUBLE_EQ(a->backoff_s, 1.0);
+  EXPECT_NE(a->reason.find("3 times in a row"), std::string::npos) << a->reason;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(find(*node, "a", keep)->restarts, 2) << "a failed model was restarted";
+
+  HttpReply refused = http_post_json(node->url() + "/v1/completions", body("a", 2));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(Json::parse(refused.body)["error"]["code"], "model_failed") << refused.body;
+  EXPECT_EQ(http_post_json(node->url() + "/v1/completions", body("b", 2)).status, 200);
+  std::string table = format_node_status(read_node_state(node->run_dir()));
+  EXPECT_NE(table.find("model a failed: failed 3 times in a row"), std::string::npos) << table;
+  EXPECT_NE(table.find("BACKOFF"), std::string::npos) << table;
+  HttpReply metrics = http_get(node->url() + "/metrics");
+  EXPECT_NE(metrics.body.find("gpufrac:node_engine_restarts_total{model=\"a\"} 2"), std::string::npos)
+      << metrics.body;
 }
 
 TEST_F(CpuNodeTest, ADeadEnginesWorkersGoWithIt) {

@@ -6,13 +6,17 @@
 //    "total_bytes", "free_bytes": cudaMemGetInfo, "cap_bytes": $GPUFRAC_NODE_MEMORY_BYTES,
 //    "alloc_half_cap_ok": a cudaMalloc of cap/2 succeeded,
 //    "alloc_over_cap_refused": a cudaMalloc of cap + 1 GiB failed}
-// Usage: node_mps_probe --port PORT [--model NAME]
+// and GET /fault makes it fault: a kernel writes to an illegal address, and the process exits
+// with code 3 once the error is reported (a crashing MPS client, for tests/gpu/resilience/run).
+// With --fault it does that at once instead of serving (a foreign MPS client that faults).
+// Usage: node_mps_probe --port PORT [--model NAME] | node_mps_probe --fault
 #include <cuda_runtime.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <string>
 
 #include "common/cli_args.h"
 #include "common/http_server.h"
@@ -20,6 +24,7 @@
 #include "common/strings.h"
 
 int probe_distinct_sms(int blocks);
+std::string provoke_illegal_address();
 
 namespace {
 
@@ -46,9 +51,11 @@ gpufrac::Json probe(uint64_t cap) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gpufrac::CliArgs args("node_mps_probe --port PORT [--model NAME]",
+  gpufrac::CliArgs args("node_mps_probe --port PORT [--model NAME] | node_mps_probe --fault",
                         "A stand-in engine that reports the SM and memory limits it runs under.");
-  args.option("port", "PORT", "Port to listen on.").option("model", "NAME", "Model name to serve.", "probe");
+  args.option("port", "PORT", "Port to listen on.", "0")
+      .option("model", "NAME", "Model name to serve.", "probe")
+      .flag("fault", "Do not serve: fault (an illegal address) at once and exit 3.");
   try {
     if (!args.parse(argc, argv)) return 0;
   } catch (const std::exception& e) {
@@ -61,6 +68,17 @@ int main(int argc, char** argv) {
     std::cerr << "node_mps_probe: CUDA: " << cudaGetErrorString(e) << "\n";
     return 1;
   }
+  // The fault: say what CUDA reported, then exit as a crashed client (3), or 1 if nothing faulted.
+  auto fault = [] {
+    std::string error = provoke_illegal_address();
+    if (error.empty()) {
+      std::cerr << "node_mps_probe: the write to an illegal address reported no error" << std::endl;
+      std::_Exit(1);
+    }
+    std::cerr << "node_mps_probe: fault: " << error << std::endl;
+    std::_Exit(3);
+  };
+  if (args.flag_set("fault")) fault();
   std::mutex gpu;  // one probe at a time
   std::string model = args.get("model");
   gpufrac::HttpServer server({"127.0.0.1", int(gpufrac::parse_int(args.get("port"), "--port"))});
@@ -73,6 +91,10 @@ int main(int argc, char** argv) {
   server.route("GET", "/probe", [&](const gpufrac::HttpRequest&, std::shared_ptr<gpufrac::HttpResponse> r) {
     std::lock_guard lock(gpu);
     r->send(200, "application/json", probe(cap).dump());
+  });
+  server.route("GET", "/fault", [&](const gpufrac::HttpRequest&, std::shared_ptr<gpufrac::HttpResponse>) {
+    std::lock_guard lock(gpu);
+    fault();
   });
   sigset_t signals;
   sigemptyset(&signals);

@@ -39,6 +39,9 @@ models:
     fraction: {compute: 0.5, memory: 0.45}
     replicas: 2
     env: {HF_HOME: /data}
+    restart_wait: 2m
+    queue_limit: 16
+    failure_limit: 0
   - name: vllm-b
     command: vllm serve Q --port {port} --gpu-memory-utilization {gpu_memory_utilization}
     health: /ready
@@ -66,6 +69,9 @@ models:
   EXPECT_DOUBLE_EQ(*a.fraction.compute, 0.5);
   EXPECT_DOUBLE_EQ(*a.fraction.memory_share, 0.45);
   EXPECT_EQ(a.replicas, 2);
+  EXPECT_DOUBLE_EQ(a.restart_wait_s, 120);
+  EXPECT_EQ(a.queue_limit, 16u);
+  EXPECT_EQ(a.failure_limit, 0);
   const ModelSpec& b = spec.models[1];
   EXPECT_FALSE(b.builtin());
   EXPECT_EQ(b.health_path, "/ready");
@@ -83,6 +89,9 @@ TEST(NodeSpec, DefaultsAndPortOnlyListen) {
   EXPECT_TRUE(spec.gpus_auto);
   EXPECT_EQ(spec.models[0].replicas, 1);
   EXPECT_EQ(spec.models[0].health_path, "/health");
+  EXPECT_DOUBLE_EQ(spec.models[0].restart_wait_s, 30);
+  EXPECT_EQ(spec.models[0].queue_limit, 256u);
+  EXPECT_EQ(spec.models[0].failure_limit, 5);
 }
 
 TEST(NodeSpec, MemoryNumbersAboveOneAreBytes) {
@@ -139,6 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"models: [{name: a, model: tiny, engine_args: {port: 1}}]",
                 "models[0].engine_args.port", "set by the node"},
         BadSpec{"models: [{name: a, model: tiny, health: ready}]", "models[0].health", "/health"},
+        BadSpec{"models: [{name: a, model: tiny, restart_wait: soon}]", "models[0].restart_wait",
+                "30s"},
+        BadSpec{"models: [{name: a, model: tiny, restart_wait: 2h}]", "models[0].restart_wait",
+                "0..3600"},
+        BadSpec{"models: [{name: a, model: tiny, queue_limit: -1}]", "models[0].queue_limit",
+                "like 256"},
+        BadSpec{"models: [{name: a, model: tiny, failure_limit: 5000}]",
+                "models[0].failure_limit", "like 5"},
         BadSpec{"mode: shared\nmodels: [{name: a, model: tiny}]", "mode", "fractions"},
         BadSpec{"placement: random\nmodels: [{name: a, model: tiny}]", "placement", "spread"},
         BadSpec{"device: tpu\nmodels: [{name: a, model: tiny}]", "device", "cpu"},

@@ -2,7 +2,8 @@
 // chunks from an in-process upstream that answers at once, fetched directly and through the
 // router, one request at a time. The difference of the two timings is what the router adds to a
 // request's round trip (the TTFT overhead of docs/results/router-overhead.md, minus the queueing
-// of a loaded machine). Not run by CI:  build-*/tests/node/router_bench
+// of a loaded machine); a built-in engine's stream costs its per-event reading on top
+// (BM_Router64ChunksResumable). Not run by CI:  build-*/tests/node/router_bench
 #include <benchmark/benchmark.h>
 
 #include "common/http_server.h"
@@ -20,7 +21,11 @@ class Upstream {
     server_.route("POST", "/v1/completions", [](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
       int chunks = q.body.find("\"many\"") != std::string::npos ? 64 : 1;
       r->start_stream(200, "text/event-stream");
-      for (int i = 0; i < chunks; ++i) r->write("data: {\"choices\":[{\"text\":\" t\"}]}\n\n");
+      for (int i = 0; i < chunks; ++i) {
+        std::string finish = i + 1 == chunks ? "\"length\"" : "null";
+        r->write("data: {\"id\":\"cmpl-1\",\"choices\":[{\"text\":\" t\",\"token_ids\":[7],"
+                 "\"finish_reason\":" + finish + "}]}\n\n");
+      }
       r->write("data: [DONE]\n\n");
       r->end();
     });
@@ -34,12 +39,15 @@ class Upstream {
 
 struct Setup {
   Upstream upstream;
-  Router router{{}, {{"m", 1}}};
+  // m: relayed event by event; r: a built-in engine's model, whose events are also read (token
+  // ids, finish) so that a cut stream could be resumed.
+  Router router{{}, {{"m", 1}, {"r", 1, /*resumable=*/true}}};
   Setup() {
     ReplicaState ready;
     ready.port = upstream.port();
     ready.ready = true;
     router.set_replica("m", 0, ready);
+    router.set_replica("r", 0, ready);
     router.start();
   }
 };
@@ -89,6 +97,8 @@ BENCHMARK(BM_DirectOneChunk)->UseRealTime();
 BENCHMARK(BM_RouterOneChunk)->UseRealTime();
 BENCHMARK(BM_Direct64Chunks)->UseRealTime();
 BENCHMARK(BM_Router64Chunks)->UseRealTime();
+void BM_Router64ChunksResumable(benchmark::State& s) { run(s, true, R"({"model":"r","prompt":"many"})"); }
+BENCHMARK(BM_Router64ChunksResumable)->UseRealTime();
 
 }  // namespace
 }  // namespace gpufrac

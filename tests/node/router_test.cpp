@@ -8,10 +8,11 @@
 #include <atomic>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/http_client.h"
 #include "common/json.h"
-#include "node_test_util.h"
 #include "common/raw_http_exchange.h"
+#include "node_test_util.h"
 
 namespace gpufrac {
 namespace {
@@ -126,7 +127,7 @@ TEST(Router, TokenizeGoesToTheNamedModel) {
 
 TEST(Router, UnknownModelIs404NotReadyIs503BadBodyIs400) {
   FakeUpstream a;
-  Router router({}, {{"a", 1}, {"b", 1}});
+  Router router({}, {{"a", 1}, {"b", 1, false, /*restart_wait_s=*/0}});  // b: no waiting
   router.set_replica("a", 0, ready_at(a.port()));
   ReplicaState restarting;
   restarting.state = "restarting";
@@ -155,18 +156,21 @@ TEST(Router, UnknownModelIs404NotReadyIs503BadBodyIs400) {
   EXPECT_EQ(a.requests_, 0);
 }
 
-TEST(Router, AReadyReplicaThatRefusesConnectionsIs503) {
+TEST(Router, AReadyReplicaThatRefusesConnectionsIs503AfterTheWait) {
   int closed_port;
   {
     FakeUpstream gone;
     closed_port = gone.port();
   }
-  Router router({}, {{"a", 1}});
+  Router router({}, {{"a", 1, false, /*restart_wait_s=*/0.3}});
   router.set_replica("a", 0, ready_at(closed_port));
   router.start();
+  int64_t start = monotonic_ns();
   HttpReply reply = http_post_json(url(router, "/v1/completions"), R"({"model":"a"})");
+  EXPECT_GE(monotonic_ns() - start, 300'000'000) << "it was answered before its wait ended";
   EXPECT_EQ(reply.status, 503);
-  EXPECT_NE(reply.body.find("restarting"), std::string::npos) << reply.body;
+  EXPECT_EQ(Json::parse(reply.body)["error"]["code"], "model_not_ready") << reply.body;
+  EXPECT_NE(reply.body.find("failed a moment ago"), std::string::npos) << reply.body;
   EXPECT_TRUE(router.wait_idle(2));
 }
 
@@ -255,7 +259,7 @@ TEST(Router, ReachesAnUpstreamOverIpv6) {
 }
 
 TEST(Router, AReplicaWhoseHostDoesNotResolveIsNotReady) {
-  Router router({}, {{"a", 1}});
+  Router router({}, {{"a", 1, false, /*restart_wait_s=*/0}});
   router.set_replica("a", 0, ready_at(8000, "", "no-such-host.invalid"));
   router.start();
   HttpReply reply = http_post_json(url(router, "/v1/completions"), R"({"model":"a"})");

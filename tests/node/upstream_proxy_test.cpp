@@ -1,7 +1,7 @@
-// UpstreamProxy's results: how each relay ended and whether the client saw any of the engine's
-// reply (ProxyResult), for a whole stream, a JSON reply, a stream cut after its head, a reply cut
-// before its head (502), and a refused connect (503). The engine is an in-process HttpServer whose
-// handlers misbehave on purpose; a front HttpServer relays POST /relay/<path> to its <path>.
+// UpstreamProxy's results: what its handler is given and how each exchange ended (ProxyResult),
+// for a whole stream, a JSON reply, a stream cut after its head, a reply cut before its head, a
+// refused connect and a handler that stops reading. The engine is an in-process HttpServer whose
+// handlers misbehave on purpose.
 #include "node/upstream_proxy.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/http_server.h"
 #include "common/json.h"
 #include "common/raw_http_exchange.h"
 #include "node_test_util.h"
@@ -17,7 +18,6 @@ namespace gpufrac {
 namespace {
 
 using testing::eventually;
-using testing::stream_request;
 
 class MisbehavingEngine {
  public:
@@ -45,93 +45,110 @@ class MisbehavingEngine {
   HttpServer server_;
 };
 
-// Relays POST /relay/<path> to <path> on `upstream_port` and keeps the last ProxyResult.
-class Relay {
+// Forwards POST <path> to `upstream_port` and records what its handler was given.
+class Recorder : public ProxyReplyHandler {
  public:
-  explicit Relay(int upstream_port) : server_({}) {
-    std::string error;
-    EXPECT_TRUE(resolve_server_address("127.0.0.1", upstream_port, upstream_, error)) << error;
-    server_.route(
-        "POST", "/relay/*", [this](const HttpRequest& q, std::shared_ptr<HttpResponse> r) {
-          ProxyRequest request;
-          request.upstream = upstream_;
-          request.target = q.head.target.substr(std::string("/relay").size());
-          request.body = q.body;
-          request.model = "m";
-          proxy_.forward(std::move(request), std::move(r), [this](const ProxyResult& result) {
-            std::lock_guard lock(mutex_);
-            result_ = result;
-          });
-        });
-    server_.start();
+  void on_reply_head(const HttpHead& head) override {
+    std::lock_guard lock(mutex_);
+    status_ = head.status;
   }
-  // POSTs to /relay/<path>; returns the client's view and the proxy's result.
-  std::pair<testing::RawReply, ProxyResult> relay(const std::string& path) {
-    {
-      std::lock_guard lock(mutex_);
-      result_.reset();
-    }
-    testing::RawReply reply = stream_request(server_.port(), "/relay" + path, "{}", 5);
+  bool on_reply_body(std::string_view bytes) override {
+    std::lock_guard lock(mutex_);
+    body_.append(bytes);
+    return keep_reading_;
+  }
+  void on_end(const ProxyResult& result) override {
+    std::lock_guard lock(mutex_);
+    result_ = result;
+  }
+  // Waits for on_end.
+  ProxyResult result() {
     EXPECT_TRUE(eventually(
         [&] {
           std::lock_guard lock(mutex_);
           return result_.has_value();
         },
-        3))
-        << path << ": no result";
+        3));
     std::lock_guard lock(mutex_);
-    return {reply, result_.value_or(ProxyResult{})};
+    return result_.value_or(ProxyResult{});
   }
+  int status() {
+    std::lock_guard lock(mutex_);
+    return status_;
+  }
+  std::string body() {
+    std::lock_guard lock(mutex_);
+    return body_;
+  }
+  bool keep_reading_ = true;
 
  private:
-  ServerAddress upstream_;
-  std::mutex mutex_;  // before proxy_: its last callbacks may run as it goes
+  std::mutex mutex_;
+  int status_ = 0;
+  std::string body_;
   std::optional<ProxyResult> result_;
-  UpstreamProxy proxy_;  // before server_: the server (and its callbacks) goes first
-  HttpServer server_;
 };
 
-TEST(UpstreamProxy, CompletedRepliesWereRelayed) {
+std::shared_ptr<Recorder> forward(UpstreamProxy& proxy, int port, const std::string& path,
+                                  bool keep_reading = true) {
+  ProxyRequest request;
+  std::string error;
+  EXPECT_TRUE(resolve_server_address("127.0.0.1", port, request.upstream, error)) << error;
+  request.target = path;
+  request.body = "{}";
+  auto recorder = std::make_shared<Recorder>();
+  recorder->keep_reading_ = keep_reading;
+  proxy.forward(std::move(request), recorder);
+  return recorder;
+}
+
+TEST(UpstreamProxy, CompletedRepliesAreHandedOverWhole) {
   MisbehavingEngine engine;
-  Relay relay(engine.port());
-  auto [stream, streamed] = relay.relay("/stream");
-  EXPECT_TRUE(stream.complete) << stream.error;
-  EXPECT_EQ(stream.body, "data: 1\n\n");
-  EXPECT_EQ(streamed.outcome, ProxyOutcome::kCompleted);
-  EXPECT_TRUE(streamed.reply_relayed);
-  auto [json, sent] = relay.relay("/json");
-  EXPECT_EQ(json.status, 422);
+  UpstreamProxy proxy;
+  auto stream = forward(proxy, engine.port(), "/stream");
+  EXPECT_EQ(stream->result().outcome, ProxyOutcome::kCompleted);
+  EXPECT_EQ(stream->status(), 200);
+  EXPECT_EQ(stream->body(), "data: 1\n\n");
+  auto json = forward(proxy, engine.port(), "/json");
+  ProxyResult sent = json->result();
   EXPECT_EQ(sent.outcome, ProxyOutcome::kCompleted);
-  EXPECT_TRUE(sent.reply_relayed);
+  EXPECT_TRUE(sent.reply_started);
+  EXPECT_EQ(json->status(), 422);
+  EXPECT_EQ(json->body(), R"({"error":"no"})");
 }
 
-TEST(UpstreamProxy, AStreamCutAfterItsHeadIsAbortedAfterBeingRelayed) {
+TEST(UpstreamProxy, AStreamCutAfterItsHeadFailsAfterItsFirstBytes) {
   MisbehavingEngine engine;
-  Relay relay(engine.port());
-  auto [reply, result] = relay.relay("/cut-stream");
-  EXPECT_FALSE(reply.complete);  // no false end of stream
-  EXPECT_EQ(reply.status, 200);
+  UpstreamProxy proxy;
+  auto cut = forward(proxy, engine.port(), "/cut-stream");
+  ProxyResult result = cut->result();
   EXPECT_EQ(result.outcome, ProxyOutcome::kFailed);
-  EXPECT_TRUE(result.reply_relayed);
+  EXPECT_TRUE(result.reply_started);
+  EXPECT_NE(result.error.find("closed the connection"), std::string::npos) << result.error;
+  EXPECT_EQ(cut->body(), "data: 1\n\n");
 }
 
-TEST(UpstreamProxy, AReplyCutBeforeItsHeadIs502AndNothingRelayed) {
+TEST(UpstreamProxy, AReplyCutBeforeItsHeadFailsWithNothingStarted) {
   MisbehavingEngine engine;
-  Relay relay(engine.port());
-  auto [reply, result] = relay.relay("/cut-before-head");
-  EXPECT_EQ(reply.status, 502);
-  EXPECT_NE(reply.body.find("closed the connection"), std::string::npos) << reply.body;
+  UpstreamProxy proxy;
+  ProxyResult result = forward(proxy, engine.port(), "/cut-before-head")->result();
   EXPECT_EQ(result.outcome, ProxyOutcome::kFailed);
-  EXPECT_FALSE(result.reply_relayed);
+  EXPECT_FALSE(result.reply_started);
 }
 
-TEST(UpstreamProxy, ARefusedConnectIs503AndNothingRelayed) {
-  Relay relay(testing::free_port());
-  auto [reply, result] = relay.relay("/stream");
-  EXPECT_EQ(reply.status, 503);
-  EXPECT_EQ(Json::parse(reply.body)["error"]["type"], "service_unavailable") << reply.body;
+TEST(UpstreamProxy, ARefusedConnectSaysSo) {
+  UpstreamProxy proxy;
+  ProxyResult result = forward(proxy, testing::free_port(), "/stream")->result();
   EXPECT_EQ(result.outcome, ProxyOutcome::kRefused);
-  EXPECT_FALSE(result.reply_relayed);
+  EXPECT_FALSE(result.reply_started);
+  EXPECT_NE(result.error.find("cannot connect"), std::string::npos) << result.error;
+}
+
+TEST(UpstreamProxy, AHandlerThatStopsReadingCancelsTheExchange) {
+  MisbehavingEngine engine;
+  UpstreamProxy proxy;
+  ProxyResult result = forward(proxy, engine.port(), "/stream", false)->result();
+  EXPECT_EQ(result.outcome, ProxyOutcome::kCancelled);
 }
 
 }  // namespace

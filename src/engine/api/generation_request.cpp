@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/api/chat_prompt.h"
+#include "engine/api/resume_request.h"
 
 namespace gpufrac::engine {
 
@@ -164,6 +165,11 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   if (const Json* options = get_object(body, "stream_options")) {
     if (!r.stream) fail("'stream_options' is only allowed when 'stream' is true", "stream_options");
     r.include_usage = get_bool(*options, "include_usage").value_or(false);
+  }
+
+  // Resumption.
+  if (endpoint == GenerationEndpoint::kCompletions) {
+    r.resume_token_ids = parse_resume_token_ids(body, limits, e);
   }
   return r;
 }

@@ -26,6 +26,7 @@
 //   sampling    temperature (default 1, in [0, 100]), top_p (default 1, in (0, 1]), top_k
 //               (default and -1: off), seed
 //   streaming   stream, stream_options.include_usage (only with stream)
+//   resumption  completions: resume_token_ids (gpufrac's, for the node's router: resume_request.h)
 //
 // Never throws on any input: every problem becomes a RequestError with the HTTP status, a message
 // naming the field and the fix, and the field as `param`. Pure function; thread-safe.
@@ -55,6 +56,7 @@ struct GenerationRequest {
   bool include_usage = false;  // stream_options.include_usage: a final chunk with usage
   std::vector<std::string> stop_strings;
   bool skip_special_tokens = true;
+  std::vector<int32_t> resume_token_ids;  // completions only: see resume_request.h
 };
 
 std::variant<GenerationRequest, RequestError> parse_generation_request(std::string_view body,

@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "common/json.h"
+#include "engine/api/resume_request.h"
 #include "engine/api/tokenize_request.h"
 
 namespace gpufrac::engine {
@@ -96,6 +97,8 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.text.stop_strings = std::move(generation.stop_strings);
   setup.text.min_tokens = generation.engine.stop.min_tokens;
   setup.text.skip_special_tokens = generation.skip_special_tokens;
+  setup.resumed_ids = generation.resume_token_ids;
+  continue_after(generation.engine, generation.resume_token_ids);
   std::shared_ptr<RequestSink> sink = generation.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip

@@ -39,10 +39,16 @@ std::string dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-Json usage_json(const RequestOutcome& o) {
-  return {{"prompt_tokens", o.prompt_tokens},
-          {"completion_tokens", o.completion_tokens},
+// `resumed`: ids of an interrupted run at the end of the engine's prompt, counted as generated.
+Json usage_json(const RequestOutcome& o, int64_t resumed) {
+  return {{"prompt_tokens", o.prompt_tokens - resumed},
+          {"completion_tokens", o.completion_tokens + resumed},
           {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+}
+
+// The text state an interrupted run had reached: what it released was sent by that run.
+void prime_text(GeneratedText& text, const std::vector<int32_t>& resumed_ids) {
+  for (int32_t id : resumed_ids) text.add(id, FinishReason::kNone);
 }
 
 std::string_view finish_reason_json(FinishReason reason) {
@@ -62,6 +68,7 @@ class StreamingSink : public RequestSink {
  public:
   explicit StreamingSink(SinkSetup setup)
       : setup_(std::move(setup)), text_(setup_.tokenizer, std::move(setup_.text)) {
+    prime_text(text_, setup_.resumed_ids);
     chunk_head_ = "data: " + dump(setup_.head);
     chunk_head_.back() = ',';  // the object stays open for "choices"
     chunk_tail_ = setup_.include_usage ? "}],\"usage\":null}\n\n" : "}]}\n\n";
@@ -90,7 +97,8 @@ class StreamingSink : public RequestSink {
            "\n\n");
     } else if (!gone_ && setup_.include_usage &&
                (finish_sent_ || outcome.reason != FinishReason::kCancelled)) {
-      send(chunk_head_ + "\"choices\":[],\"usage\":" + dump(usage_json(outcome)) + "}\n\n");
+      send(chunk_head_ + "\"choices\":[],\"usage\":" +
+           dump(usage_json(outcome, int64_t(setup_.resumed_ids.size()))) + "}\n\n");
     }
     if (!gone_) send("data: [DONE]\n\n");
     setup_.response->end();
@@ -171,7 +179,9 @@ class StreamingSink : public RequestSink {
 class BufferedSink : public RequestSink {
  public:
   explicit BufferedSink(SinkSetup setup)
-      : setup_(std::move(setup)), text_(setup_.tokenizer, std::move(setup_.text)) {}
+      : setup_(std::move(setup)), text_(setup_.tokenizer, std::move(setup_.text)) {
+    prime_text(text_, setup_.resumed_ids);
+  }
 
   void on_token(int32_t token, FinishReason finish) override {
     if (text_.stopped()) return;
@@ -204,7 +214,7 @@ class BufferedSink : public RequestSink {
     choice["finish_reason"] = reason;
     Json body = std::move(setup_.head);
     body["choices"] = Json::array({std::move(choice)});
-    body["usage"] = usage_json(outcome);
+    body["usage"] = usage_json(outcome, int64_t(setup_.resumed_ids.size()));
     response.send(200, "application/json", dump(body));
   }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/http_server.h"
 #include "common/json.h"
@@ -38,6 +39,9 @@ struct SinkSetup {
   bool include_usage = false;
   const Tokenizer* tokenizer = nullptr;  // borrowed; null: ids as text
   GeneratedTextOptions text;
+  // A resumed request's resume_token_ids (resume_request.h): they prime the text (their text was
+  // sent by the interrupted run) and count in usage as generated, not as prompt.
+  std::vector<int32_t> resumed_ids;
 };
 
 std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);
