@@ -264,8 +264,9 @@ std::string EngineMetrics::render_prometheus(std::string_view model_name) const 
 
   append_scalar(out, "gpufrac:kv_cache_blocks_used", "gauge", "KV cache blocks held by requests.",
                 labels, kv_cache_blocks_used);
-  append_header(out, "gpufrac:kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.");
-  append_sample(out, "gpufrac:kv_cache_blocks_total", labels, std::to_string(shape.num_kv_blocks));
+  append_header(out, "gpufrac:kv_cache_blocks_capacity", "gauge", "KV cache blocks in the pool.");
+  append_sample(out, "gpufrac:kv_cache_blocks_capacity", labels,
+                std::to_string(shape.num_kv_blocks));
   append_scalar(out, "gpufrac:num_requests_rejected_total", "counter",
                 "Requests turned away because the waiting queue was full (HTTP 429).", labels,
                 requests_rejected_total);

@@ -79,7 +79,7 @@ TEST(EngineMetrics, GaugesAndCacheConfig) {
   EXPECT_EQ(sample(out, "vllm:kv_cache_usage_perc"), 0.25) << out;
   EXPECT_EQ(sample(out, "vllm:num_requests_running"), 3);
   EXPECT_EQ(sample(out, "gpufrac:kv_cache_blocks_used"), 16);
-  EXPECT_EQ(sample(out, "gpufrac:kv_cache_blocks_total"), 64);
+  EXPECT_EQ(sample(out, "gpufrac:kv_cache_blocks_capacity"), 64);
   EXPECT_EQ(sample(out, "vllm:cache_config_info", "block_size=\"16\",num_gpu_blocks=\"64\""), 1);
 }
 

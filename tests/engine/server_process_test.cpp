@@ -81,7 +81,7 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
                       "2048", "--threads", "2"});
   ASSERT_TRUE(serve.wait_healthy(port, 300s)) << serve.log();
   // All that 256 sequences of 256 tokens can use (tiny: 64 MiB / (16 x 1 KiB) is just that).
-  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_total"), 4096);
+  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_capacity"), 4096);
 
   const int max_tokens = 8;
   for (int concurrency : {1, 8, 64, 256}) {

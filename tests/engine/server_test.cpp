@@ -217,13 +217,13 @@ TEST(Server, ModelsHealthAndMetrics) {
   EXPECT_EQ(metrics.content_type.rfind("text/plain", 0), 0u);
   for (const char* name :
        {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-        "gpufrac:kv_cache_blocks_used", "gpufrac:kv_cache_blocks_total",
+        "gpufrac:kv_cache_blocks_used", "gpufrac:kv_cache_blocks_capacity",
         "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
         "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
         "vllm:e2e_request_latency_seconds_count"}) {
     EXPECT_GE(metric_value(metrics.body, name), 0) << name;
   }
-  EXPECT_EQ(metric_value(metrics.body, "gpufrac:kv_cache_blocks_total"), 256);
+  EXPECT_EQ(metric_value(metrics.body, "gpufrac:kv_cache_blocks_capacity"), 256);
   EXPECT_EQ(metric_value(metrics.body, "vllm:prompt_tokens_total"), 5);
   EXPECT_EQ(metric_value(metrics.body, "vllm:generation_tokens_total"), 4);
   EXPECT_EQ(metric_value(metrics.body, "vllm:time_to_first_token_seconds_count"), 1);
