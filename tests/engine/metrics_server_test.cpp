@@ -1,10 +1,16 @@
-// /metrics of the OpenAI server (fake runner, in-process) against what vLLM's stock Grafana
-// dashboard reads: every series it queries is there, of vLLM's type, under the served model's
-// model_name, with data after one request.
+// /metrics of the OpenAI server (fake runner, in-process) against the dashboards that read it:
+// every series vLLM's stock Grafana dashboard queries is there, of vLLM's type, under the served
+// model's model_name, with data after one request; docs/grafana/gpufrac.json queries nothing else.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 
+#include "common/json.h"
 #include "common/strings.h"
 #include "server_test_client.h"
 #include "server_test_fixture.h"
@@ -116,6 +122,41 @@ TEST(ServerMetrics, EveryQueryOfVllmsStockDashboardReturnsData) {
             1);
   EXPECT_EQ(metric_value(text, "vllm:num_requests_running" + labels), 0);
   EXPECT_EQ(metric_value(text, "vllm:kv_cache_usage_perc" + labels), 0);
+}
+
+TEST(ServerMetrics, TheShippedDashboardQueriesOnlySeriesServeExposes) {
+  const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  std::ifstream in(std::string(source) + "/docs/grafana/gpufrac.json");
+  ASSERT_TRUE(in) << "docs/grafana/gpufrac.json not found";
+  std::stringstream file;
+  file << in.rdbuf();
+  Json dashboard = Json::parse(file.str());
+
+  std::set<std::string> variables;
+  for (const Json& v : dashboard["templating"]["list"]) variables.insert(v["name"]);
+  EXPECT_TRUE(variables.count("datasource") && variables.count("model_name")) << file.str();
+
+  FakeServer server;
+  http_exchange(server.port(),
+                http_post("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":3,"stream":true})"));
+  std::string text = http_get(server.url("/metrics")).body;
+  const std::regex series(R"((vllm|gpufrac):[a-z0-9_]+)");
+  int queried = 0;
+  for (const Json& panel : dashboard["panels"]) {
+    if (!panel.contains("targets")) continue;
+    for (const Json& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      EXPECT_NE(expr.find("model_name=~\"$model_name\""), std::string::npos) << expr;
+      EXPECT_EQ(target["datasource"]["uid"], "${datasource}") << panel["title"];
+      for (std::sregex_iterator m(expr.begin(), expr.end(), series), end; m != end; ++m) {
+        EXPECT_FALSE(samples_of(text, m->str()).empty())
+            << panel["title"] << " queries " << m->str() << ", which /metrics lacks";
+        ++queried;
+      }
+    }
+  }
+  EXPECT_GT(queried, 20);
 }
 
 }  // namespace
