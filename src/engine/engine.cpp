@@ -32,14 +32,16 @@ Engine::Engine(ModelRunner& runner, EngineOptions options)
     : runner_(runner),
       options_(options),
       allocator_(options.num_kv_blocks, options.block_size),
-      scheduler_(options.scheduler, allocator_) {
+      scheduler_(options.scheduler, allocator_),
+      metrics_({.max_model_len = options.max_model_len,
+                .block_size = options.block_size,
+                .num_kv_blocks = options.num_kv_blocks}) {
   if (allocator_.blocks_for_tokens(options_.max_model_len) > options_.num_kv_blocks) {
     throw std::invalid_argument("the KV pool cannot hold one sequence of max_model_len tokens");
   }
   runner_.allocate_kv_cache(options_.num_kv_blocks, options_.block_size);
   batch_.sequences.reserve(options_.scheduler.max_num_seqs);
   result_.next_tokens.reserve(options_.scheduler.max_num_seqs);
-  metrics_.kv_cache_blocks_total = options_.num_kv_blocks;
 }
 
 Engine::~Engine() {
@@ -150,12 +152,17 @@ void Engine::admit(Pending& p) {
       std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
                                  sampling, runner_.config().eos_token_ids);
   scheduler_.add(sequence.get());
-  active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
+  active_[p.id] = Active{std::move(sequence), std::move(p.sink), {.arrival_ns = p.arrival_ns}};
 }
 
 bool Engine::submit_step() {
   const SchedulerOutput& out = scheduler_.schedule();
   metrics_.num_preemptions_total += out.num_preempted;
+  // A chunk from position 0 is a request's first step (or a recompute: the first time stays).
+  for (const ScheduledChunk& c : out.chunks) {
+    if (c.start != 0) continue;
+    metrics_.observe_scheduled(active_.at(c.sequence->id()).times, monotonic_ns());
+  }
   publish_gauges();  // admissions and preemptions show while the step runs
   if (out.chunks.empty()) return false;
   const int64_t step = steps_submitted_;
@@ -230,15 +237,8 @@ void Engine::collect_step() {
     Active& a = it->second;
     Sequence* s = a.sequence.get();
     int32_t token = result_.next_tokens[row];
-    if (a.last_token_ns == 0) {
-      metrics_.time_to_first_token.observe(ns_to_ms(now - a.arrival_ns) / 1e3);
-      metrics_.prompt_tokens_total += s->prompt_len();
-    } else {
-      metrics_.inter_token_latency.observe(ns_to_ms(now - a.last_token_ns) / 1e3);
-    }
-    a.last_token_ns = now;
+    metrics_.observe_token(a.times, s->prompt_len(), now);
     FinishReason reason = s->resolve_pending_token(token);
-    ++metrics_.generation_tokens_total;
     a.sink->on_token(token, reason);
     if (reason != FinishReason::kNone) finish(s->id(), reason);
   }
@@ -255,23 +255,10 @@ void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
   scheduler_.finish(a.sequence.get());
   RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_output_tokens(),
                          std::move(error)};
-  metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - a.arrival_ns) / 1e3);
-  switch (reason) {
-    case FinishReason::kStop:
-      ++metrics_.requests_finished_stop;
-      break;
-    case FinishReason::kLength:
-      ++metrics_.requests_finished_length;
-      break;
-    case FinishReason::kCancelled:
-      ++metrics_.requests_finished_abort;
-      break;
-    case FinishReason::kError:
-      ++metrics_.requests_finished_error;
-      break;
-    case FinishReason::kNone:
-      break;
-  }
+  metrics_.observe_finish(
+      a.times,
+      {reason, outcome.prompt_tokens, outcome.completion_tokens, a.sequence->stop().max_tokens},
+      monotonic_ns());
   std::shared_ptr<RequestSink> sink = std::move(a.sink);
   active_.erase(it);
   publish_gauges();  // whoever hears of the finish sees its blocks freed

@@ -114,8 +114,7 @@ class Engine {
   struct Active {
     std::unique_ptr<Sequence> sequence;
     std::shared_ptr<RequestSink> sink;
-    int64_t arrival_ns = 0;
-    int64_t last_token_ns = 0;  // 0 until the first token
+    RequestTimes times;
   };
 
   // A submitted step not yet collected: which requests it served, for delivery and failures.

@@ -15,7 +15,7 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 
 port_of() { sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$1" | head -1; }
-preemptions() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^gpufrac:num_preemptions_total/ {print $2}'; }
+preemptions() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^vllm:num_preemptions_total/ {print $2}'; }
 
 printf '| kv-admission | c | output tok/s | TTFT p50 ms | ITL p50 ms | preemptions | per request |\n'
 printf '|---|---:|---:|---:|---:|---:|---:|\n'

@@ -81,7 +81,7 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
                       "2048", "--threads", "2"});
   ASSERT_TRUE(serve.wait_healthy(port, 300s)) << serve.log();
   // All that 256 sequences of 256 tokens can use (tiny: 64 MiB / (16 x 1 KiB) is just that).
-  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_total"), 4096);
+  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_blocks_capacity"), 4096);
 
   const int max_tokens = 8;
   for (int concurrency : {1, 8, 64, 256}) {
@@ -100,12 +100,12 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
       EXPECT_EQ(stream(port, stream_body(3, max_tokens)).token_ids, outcomes[3].token_ids);
     }
     EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0)) << concurrency;
-    double itl_s = scrape(port, "gpufrac:inter_token_latency_seconds_sum") /
-                   scrape(port, "gpufrac:inter_token_latency_seconds_count");
+    double itl_s = scrape(port, "vllm:inter_token_latency_seconds_sum") /
+                   scrape(port, "vllm:inter_token_latency_seconds_count");
     std::printf("[ info ] concurrency %d: mean inter-token latency so far %.2f ms\n", concurrency,
                 itl_s * 1e3);
-    EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
-    EXPECT_EQ(scrape(port, "gpufrac:num_requests_waiting"), 0);
+    EXPECT_EQ(scrape(port, "vllm:num_requests_running"), 0);
+    EXPECT_EQ(scrape(port, "vllm:num_requests_waiting"), 0);
   }
 
   // 32 clients leave after their first token; their requests (200 tokens each) are cancelled.
@@ -118,7 +118,7 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
   }
   for (auto& c : leavers) c.join();
   EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0));
-  EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
+  EXPECT_EQ(scrape(port, "vllm:num_requests_running"), 0);
   HttpReply metrics = http_get("http://127.0.0.1:" + std::to_string(port) + "/metrics");
   EXPECT_NE(metrics.body.find("finished_reason=\"abort\"} 32"), std::string::npos) << metrics.body;
   EXPECT_EQ(serve.terminate(), 0) << serve.log();
@@ -158,15 +158,15 @@ TEST(SERVE_SUITE, AnswersGpufracBenchAtConcurrency1To256WithoutLeaks) {
     EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0)) << concurrency;
   }
   // Requests of 4000 tokens that bench gives up on after 2 s: it disconnects, the server cancels.
-  double aborted_before = scrape(port, "gpufrac:request_success_total{model_name=\"" SERVE_MODEL
-                                       "\",finished_reason=\"abort\"}");
+  double aborted_before = scrape(port, "vllm:request_success_total{model_name=\"" SERVE_MODEL
+                                       "\",engine=\"0\",finished_reason=\"abort\"}");
   Json timed_out = run_bench(port, out, 32, 32, 4000, "2");
   ASSERT_TRUE(timed_out.is_object());
   EXPECT_EQ(timed_out["failed"], 32) << timed_out.dump();
   EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_blocks_used", 0));
-  EXPECT_EQ(scrape(port, "gpufrac:num_requests_running"), 0);
-  EXPECT_EQ(scrape(port, "gpufrac:request_success_total{model_name=\"" SERVE_MODEL
-                         "\",finished_reason=\"abort\"}"),
+  EXPECT_EQ(scrape(port, "vllm:num_requests_running"), 0);
+  EXPECT_EQ(scrape(port, "vllm:request_success_total{model_name=\"" SERVE_MODEL
+                         "\",engine=\"0\",finished_reason=\"abort\"}"),
             aborted_before + 32);
   std::filesystem::remove_all(out);
   EXPECT_EQ(serve.terminate(), 0) << serve.log();

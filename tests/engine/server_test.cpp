@@ -180,7 +180,7 @@ TEST(Server, ClientDisconnectCancelsAndFreesBlocks) {
                               20, "\"token_ids\":[");
   EXPECT_FALSE(partial.complete);
   EXPECT_TRUE(metric_reaches(server.port(), "gpufrac:kv_cache_blocks_used", 0));
-  EXPECT_TRUE(metric_reaches(server.port(), "gpufrac:num_requests_running", 0));
+  EXPECT_TRUE(metric_reaches(server.port(), "vllm:num_requests_running", 0));
   // Not streaming: leave before any answer.
   int fd = connect_local(server.port());
   std::string request = http_post("/v1/completions", completion_body(100, false));
@@ -189,7 +189,7 @@ TEST(Server, ClientDisconnectCancelsAndFreesBlocks) {
   ::close(fd);
   EXPECT_TRUE(metric_reaches(server.port(), "gpufrac:kv_cache_blocks_used", 0));
   HttpReply metrics = http_get(server.url("/metrics"));
-  EXPECT_NE(metrics.body.find("gpufrac:request_success_total{model_name=\"fake-model\","
+  EXPECT_NE(metrics.body.find("vllm:request_success_total{model_name=\"fake-model\",engine=\"0\","
                               "finished_reason=\"abort\"} 2"),
             std::string::npos)
       << metrics.body;
@@ -264,20 +264,21 @@ TEST(Server, ModelsHealthAndMetrics) {
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.content_type.rfind("text/plain", 0), 0u);
   for (const char* name :
-       {"gpufrac:num_requests_running", "gpufrac:num_requests_waiting",
-        "gpufrac:kv_cache_blocks_used", "gpufrac:kv_cache_blocks_total",
-        "gpufrac:prompt_tokens_total", "gpufrac:generation_tokens_total",
-        "gpufrac:time_to_first_token_seconds_count", "gpufrac:inter_token_latency_seconds_count",
-        "gpufrac:e2e_request_latency_seconds_count"}) {
+       {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "gpufrac:kv_cache_blocks_used", "gpufrac:kv_cache_blocks_capacity",
+        "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count"}) {
     EXPECT_GE(metric_value(metrics.body, name), 0) << name;
   }
-  EXPECT_EQ(metric_value(metrics.body, "gpufrac:kv_cache_blocks_total"), 256);
-  EXPECT_EQ(metric_value(metrics.body, "gpufrac:prompt_tokens_total"), 5);
-  EXPECT_EQ(metric_value(metrics.body, "gpufrac:generation_tokens_total"), 4);
-  EXPECT_EQ(metric_value(metrics.body, "gpufrac:time_to_first_token_seconds_count"), 1);
+  EXPECT_EQ(metric_value(metrics.body, "gpufrac:kv_cache_blocks_capacity"), 256);
+  EXPECT_EQ(metric_value(metrics.body, "vllm:prompt_tokens_total"), 5);
+  EXPECT_EQ(metric_value(metrics.body, "vllm:generation_tokens_total"), 4);
+  EXPECT_EQ(metric_value(metrics.body, "vllm:time_to_first_token_seconds_count"), 1);
+  EXPECT_EQ(metric_value(metrics.body, "vllm:inter_token_latency_seconds_count"), 3);
   EXPECT_EQ(metric_value(metrics.body, "gpufrac:inter_token_latency_seconds_count"), 3);
-  EXPECT_NE(metrics.body.find("gpufrac:time_to_first_token_seconds_bucket{model_name=\"fake-model\","
-                              "le=\"+Inf\"} 1"),
+  EXPECT_NE(metrics.body.find("vllm:time_to_first_token_seconds_bucket{model_name=\"fake-model\","
+                              "engine=\"0\",le=\"+Inf\"} 1"),
             std::string::npos);
 }
 
@@ -322,9 +323,9 @@ TEST(Server, ManyConcurrentClientsUnderKvPressure) {
                                                                        prompt_of(i))));
     EXPECT_EQ(streamed[i], Json::parse(alone.body)["choices"][0]["token_ids"]) << "client " << i;
   }
-  EXPECT_GT(scrape(server.port(), "gpufrac:num_preemptions_total"), 0);
+  EXPECT_GT(scrape(server.port(), "vllm:num_preemptions_total"), 0);
   EXPECT_TRUE(metric_reaches(server.port(), "gpufrac:kv_cache_blocks_used", 0));
-  EXPECT_EQ(scrape(server.port(), "gpufrac:num_requests_running"), 0);
+  EXPECT_EQ(scrape(server.port(), "vllm:num_requests_running"), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ gpufrac_test(engine_serving_unit_test LABEL unit
           ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/engine_stop_request_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/request_parse_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_request_parser_test.cpp
   LIBS gpufrac_engine_api gpufrac_fake_runner)
@@ -16,6 +17,7 @@ gpufrac_test(engine_serving_unit_test LABEL unit
 gpufrac_test(engine_server_test LABEL integration
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/fuzz_server_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/metrics_server_test.cpp
   LIBS gpufrac_engine_api gpufrac_fake_runner)
 
 # `gpufrac serve` as a process: many concurrent clients, disconnects, no KV leak. On the CPU

@@ -172,7 +172,7 @@ TEST(TextServer, StopStringAcrossChunksEndsTheRequestEarly) {
 
   // Both finished as "stop" in the engine, and every KV block is free.
   HttpReply metrics = http_get(server.url("/metrics"));
-  EXPECT_NE(metrics.body.find("gpufrac:request_success_total{model_name=\"fake-model\","
+  EXPECT_NE(metrics.body.find("vllm:request_success_total{model_name=\"fake-model\",engine=\"0\","
                               "finished_reason=\"stop\"} 2"),
             std::string::npos)
       << metrics.body;
