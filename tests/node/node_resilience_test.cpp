@@ -186,7 +186,7 @@ TEST_F(NodeResilienceTest, RequestsWaitThroughARestartAndACutReplyIsRetried) {
   ASSERT_TRUE(eventually(
       [&] {
         return http_get(engine_metrics)
-                   .body.find("gpufrac:num_requests_running{model_name=\"a\"} 1") !=
+                   .body.find("vllm:num_requests_running{model_name=\"a\",engine=\"0\"} 1") !=
                std::string::npos;
       },
       10))
