@@ -24,6 +24,14 @@ void check_request(const EngineRequest& r, const ModelConfig& config, int max_mo
   if (static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens > max_model_len) {
     throw std::invalid_argument("prompt + max_tokens exceeds max_model_len");
   }
+  for (const LogitBias& b : r.logit_bias) {
+    if (b.id < 0 || b.id >= config.vocab_size) {
+      throw std::invalid_argument("logit_bias id out of vocabulary");
+    }
+  }
+  if (r.logprobs < -1 || r.logprobs > kMaxTopLogprobs) {
+    throw std::invalid_argument("logprobs must be in [-1, kMaxTopLogprobs]");
+  }
 }
 
 }  // namespace
@@ -144,10 +152,14 @@ void Engine::admit(Pending& p) {
   sampling.temperature = r.temperature;
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
+  sampling.min_p = r.min_p;
   sampling.seed = r.seed ? *r.seed : mix_seed(options_.seed, p.id);
+  sampling.penalties = r.penalties;
+  sampling.logprobs = r.logprobs;
+  LogitAdjustmentTable adjustments(r.prompt, r.logit_bias, r.penalties);
   auto sequence =
       std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
-                                 sampling, runner_.config().eos_token_ids);
+                                 sampling, runner_.config().eos_token_ids, std::move(adjustments));
   scheduler_.add(sequence.get());
   active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
 }

@@ -50,7 +50,11 @@ struct EngineRequest {
   float temperature = 1;
   int top_k = 0;
   float top_p = 1;
+  float min_p = 0;
   std::optional<uint64_t> seed;
+  Penalties penalties;
+  std::vector<LogitBias> logit_bias;  // ids in [0, vocab_size); a repeated id: the last bias
+  int logprobs = -1;                  // SamplingParams::logprobs
 };
 
 struct RequestOutcome {

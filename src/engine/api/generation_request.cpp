@@ -1,6 +1,7 @@
 #include "engine/api/generation_request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,42 @@
 namespace gpufrac::engine {
 
 namespace {
+
+// A number in [min, max], or `absent` when the field is absent or null.
+double get_number_in(const Json& body, const char* name, int min, int max, double absent) {
+  const double x = get_number(body, name).value_or(absent);
+  if (!(x >= min && x <= max)) {
+    fail(std::string("'") + name + "' must be between " + std::to_string(min) + " and " +
+             std::to_string(max) + ", got " + describe(body[name]),
+         name);
+  }
+  return x;
+}
+
+// "logit_bias": {"<token id>": bias in [-100, 100], ...} (OpenAI's layout: ids as decimal keys).
+std::vector<LogitBias> get_logit_bias(const Json& body, int vocab_size) {
+  const Json* object = get_object(body, "logit_bias");
+  std::vector<LogitBias> biases;
+  if (!object) return biases;
+  for (const auto& [key, value] : object->items()) {
+    const std::string where = "logit_bias[" + describe(Json(key)) + "]";
+    int64_t id = -1;
+    auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || key.empty()) {
+      fail(where + ": keys must be token ids written as decimal strings", "logit_bias");
+    }
+    if (id < 0 || id >= vocab_size) {
+      fail(where + ": token id " + key + " is outside the vocabulary [0, " +
+               std::to_string(vocab_size) + ")",
+           "logit_bias");
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+      fail(where + " must be a number between -100 and 100, got " + describe(value), "logit_bias");
+    }
+    biases.push_back({static_cast<int32_t>(id), value.get<float>()});
+  }
+  return biases;
+}
 
 // The one pass over the body, in the order the header lists.
 GenerationRequest parse(std::string_view text, const RequestLimits& limits,
@@ -27,17 +64,6 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
     if (get_int(body, name, 1, INT32_MAX).value_or(1) != 1) {
       fail(std::string("only '") + name + "' = 1 is supported", name);
     }
-  }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (get_number(body, penalty).value_or(0) != 0) {
-      fail(std::string("'") + penalty + "' is not supported (only 0)", penalty);
-    }
-  }
-  if (get_number(body, "repetition_penalty").value_or(1) != 1) {
-    fail("'repetition_penalty' is not supported (only 1)", "repetition_penalty");
-  }
-  if (const Json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty())) {
-    fail("'logit_bias' is not supported", "logit_bias");
   }
   if (chat) {
     if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
@@ -104,13 +130,12 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
              ": shorten the prompt",
          chat ? "messages" : "prompt");
   }
-  const char* max_name = "max_tokens";
-  std::optional<int64_t> max_tokens;
-  if (chat) {
-    max_tokens = get_int(body, "max_completion_tokens", 1, INT32_MAX);
-    if (max_tokens) max_name = "max_completion_tokens";
+  const char* max_name = "max_completion_tokens";
+  std::optional<int64_t> max_tokens = get_int(body, max_name, 1, INT32_MAX);
+  if (!max_tokens) {
+    max_name = "max_tokens";
+    max_tokens = get_int(body, max_name, 1, INT32_MAX);
   }
-  if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   if (max_tokens && prompt_len + *max_tokens > limits.max_model_len) {
     fail("This model's maximum context length is " + std::to_string(limits.max_model_len) +
              " tokens. However, you requested " + std::to_string(prompt_len + *max_tokens) +
@@ -158,6 +183,13 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
     e.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
                                         : static_cast<uint64_t>(seed->get<int64_t>());
   }
+  e.min_p = static_cast<float>(get_number_in(body, "min_p", 0, 1, 0));
+  e.penalties.presence = static_cast<float>(get_number_in(body, "presence_penalty", -2, 2, 0));
+  e.penalties.frequency = static_cast<float>(get_number_in(body, "frequency_penalty", -2, 2, 0));
+  const double repetition = get_number(body, "repetition_penalty").value_or(1.0);
+  if (!(repetition > 0)) fail("'repetition_penalty' must be greater than 0", "repetition_penalty");
+  e.penalties.repetition = static_cast<float>(repetition);
+  e.logit_bias = get_logit_bias(body, limits.vocab_size);
 
   // Streaming.
   r.stream = get_bool(body, "stream").value_or(false);

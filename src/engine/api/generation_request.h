@@ -5,17 +5,16 @@
 //   JSON        the body must be a JSON object; "model" (optional) must be the served name;
 //               completions need "prompt"
 //   refusals    anything that would change the output in a way this server does not do is refused
-//               rather than ignored: n/best_of other than 1, non-zero presence/frequency penalty,
-//               repetition_penalty other than 1, a non-empty logit_bias, echo; completions:
-//               logprobs, suffix; chat: tools, tool_choice other than "none"/"auto", a
+//               rather than ignored: n/best_of other than 1, echo; completions: logprobs,
+//               suffix; chat: tools, tool_choice other than "none"/"auto", a
 //               response_format other than {"type": "text"}, logprobs, top_logprobs,
 //               continue_final_message. Unknown fields are ignored (clients send extras).
 //   prompt      completions: "prompt" as text (a string, or an array holding one string; needs the
 //               tokenizer, encoded with add_special_tokens, default true) or as token ids (an
 //               array, or an array holding one such array); chat: "messages" through the chat
 //               template (chat_prompt.h)
-//   lengths     the prompt must leave room in max_model_len; max_tokens (chat:
-//               max_completion_tokens first) must fit there with it; default 16 (or less, to fit)
+//   lengths     the prompt must leave room in max_model_len; max_completion_tokens (else
+//               max_tokens) must fit there with it; default 16 (or less, to fit)
 //               for completions, whatever room the context leaves for chat (vLLM's rule);
 //               min_tokens <= max_tokens
 //   stops       ignore_eos, stop_token_ids, stop (a string or up to kMaxStopStrings strings of at
@@ -24,7 +23,10 @@
 //               end-of-turn ids (<|im_end|>, ...) join stop_token_ids, so generation stops at the
 //               end of the assistant's turn with "stop"
 //   sampling    temperature (default 1, in [0, 100]), top_p (default 1, in (0, 1]), top_k
-//               (default and -1: off), seed
+//               (default and -1: off), seed, min_p (default 0: off, in [0, 1]),
+//               presence_penalty and frequency_penalty (default 0, in [-2, 2]),
+//               repetition_penalty (default 1, > 0), logit_bias ({"<token id>": bias in
+//               [-100, 100]}; ids in the vocabulary)
 //   streaming   stream, stream_options.include_usage (only with stream)
 //
 // Never throws on any input: every problem becomes a RequestError with the HTTP status, a message
