@@ -161,7 +161,7 @@ void Engine::admit(Pending& p) {
       std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
                                  sampling, runner_.config().eos_token_ids, std::move(adjustments));
   scheduler_.add(sequence.get());
-  active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0};
+  active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0, r.logprobs};
 }
 
 bool Engine::submit_step() {
@@ -173,6 +173,7 @@ bool Engine::submit_step() {
   InFlightStep& record = in_flight_[steps_submitted_ % 2];
   record.ids.clear();
   record.sampled.clear();
+  record.wants_logprobs = false;
   for (const ScheduledChunk& c : out.chunks) record.ids.push_back(c.sequence->id());
   batch_.sequences.clear();
   try {
@@ -209,6 +210,9 @@ bool Engine::submit_step() {
     c.sequence->append_pending_token(step, static_cast<int32_t>(record.sampled.size()));
     record.sampled.push_back(c.sequence->id());
   }
+  for (const SequenceWork& work : batch_.sequences) {
+    record.wants_logprobs |= work.sample && work.sampling.logprobs >= 0;
+  }
   ++steps_submitted_;
   ++in_flight_count_;
   return true;
@@ -228,6 +232,10 @@ void Engine::collect_step() {
       throw std::runtime_error("runner returned " + std::to_string(result_.next_tokens.size()) +
                                " tokens for " + std::to_string(step.sampled.size()) +
                                " sampled sequences");
+    }
+    if (step.wants_logprobs &&
+        result_.logprobs.size() != step.sampled.size() * size_t(kLogprobsStride)) {
+      throw std::runtime_error("runner returned no logprobs for a step that asked for them");
     }
   } catch (const std::exception& e) {
     log_error("engine: step failed, failing ", step.ids.size(), " requests: ", e.what());
@@ -250,7 +258,12 @@ void Engine::collect_step() {
     a.last_token_ns = now;
     FinishReason reason = s->resolve_pending_token(token);
     ++metrics_.generation_tokens_total;
-    a.sink->on_token(token, reason);
+    GeneratedToken generated{token, reason, {}};
+    if (a.logprobs >= 0) {
+      generated.logprobs = std::span<const TokenLogprob>(result_.logprobs)
+                               .subspan(row * kLogprobsStride, size_t(1 + a.logprobs));
+    }
+    a.sink->on_token(generated);
     if (reason != FinishReason::kNone) finish(s->id(), reason);
   }
 }

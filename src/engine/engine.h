@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -64,11 +65,20 @@ struct RequestOutcome {
   std::string error;  // for kError
 };
 
+// One sampled token, as the engine hands it to the request's sink.
+struct GeneratedToken {
+  int32_t id = 0;
+  FinishReason finish = FinishReason::kNone;  // set (kStop, kLength) on the request's last token
+  // Empty unless the request asked for logprobs (EngineRequest::logprobs = k >= 0): then 1 + k
+  // entries, the sampled token's and the k most likely ids' (runner.h TokenLogprob).
+  std::span<const TokenLogprob> logprobs;
+};
+
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
-  // A sampled token; `finish` is set (kStop, kLength) when it is the request's last one.
-  virtual void on_token(int32_t token, FinishReason finish) = 0;
+  // A sampled token (the span is valid during the call only).
+  virtual void on_token(const GeneratedToken& token) = 0;
   // Exactly once, after the last on_token (also for cancelled and failed requests).
   virtual void on_finish(const RequestOutcome& outcome) = 0;
 };
@@ -116,12 +126,14 @@ class Engine {
     std::shared_ptr<RequestSink> sink;
     int64_t arrival_ns = 0;
     int64_t last_token_ns = 0;  // 0 until the first token
+    int logprobs = -1;          // EngineRequest::logprobs
   };
 
   // A submitted step not yet collected: which requests it served, for delivery and failures.
   struct InFlightStep {
     std::vector<uint64_t> ids;      // every request in the step
     std::vector<uint64_t> sampled;  // the request of each sample row, in row order
+    bool wants_logprobs = false;    // a sampled row asked for logprobs
   };
 
   void loop();

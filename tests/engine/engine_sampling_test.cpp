@@ -1,7 +1,8 @@
 // The sampling fields through the Engine on the CPU runner (the tiny preset): logit_bias and the
 // penalties change what is generated, seeded draws do not depend on what shares a step, and a
 // pipelined engine — step n+1 submitted before step n is collected, its placeholders resolved by
-// the runner and counted by the penalties — generates exactly what a step-at-a-time engine does.
+// the runner and counted by the penalties — generates exactly what a step-at-a-time engine does,
+// logprobs included.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -54,9 +55,13 @@ EngineRequest request(int salt) {
   return r;
 }
 
-// Every request submitted at once (they share steps); the tokens of each.
-std::vector<std::vector<int32_t>> generate(ModelRunner& runner,
-                                           const std::vector<EngineRequest>& requests) {
+struct Generated {
+  std::vector<std::vector<int32_t>> tokens;                      // per request
+  std::vector<std::vector<std::vector<TokenLogprob>>> logprobs;  // per request, per token
+};
+
+// Every request submitted at once (they share steps); what each generated.
+Generated generate_with_logprobs(ModelRunner& runner, const std::vector<EngineRequest>& requests) {
   EngineOptions options;
   options.num_kv_blocks = 64;
   options.block_size = 16;
@@ -69,13 +74,19 @@ std::vector<std::vector<int32_t>> generate(ModelRunner& runner,
     EXPECT_EQ(engine.submit(engine.new_request_id(), r, sinks.back()),
               Engine::Admission::kAccepted);
   }
-  std::vector<std::vector<int32_t>> tokens;
+  Generated out;
   for (auto& sink : sinks) {
     EXPECT_TRUE(sink->wait());
     EXPECT_EQ(sink->outcome().reason, FinishReason::kLength);
-    tokens.push_back(sink->tokens());
+    out.tokens.push_back(sink->tokens());
+    out.logprobs.push_back(sink->logprobs());
   }
-  return tokens;
+  return out;
+}
+
+std::vector<std::vector<int32_t>> generate(ModelRunner& runner,
+                                           const std::vector<EngineRequest>& requests) {
+  return generate_with_logprobs(runner, requests).tokens;
 }
 
 size_t distinct(const std::vector<int32_t>& tokens) {
@@ -118,6 +129,38 @@ TEST(EngineSampling, PenaltiesAndLogitBiasThroughAPipelinedEngineEqualStepwise) 
   EXPECT_EQ(stepwise[3], std::vector<int32_t>(24, 4242)) << "a +100 bias wins every greedy pick";
   EXPECT_EQ(std::set<int32_t>(stepwise[4].begin(), stepwise[4].end()).count(7), 0u);
   EXPECT_GT(distinct(stepwise[4]), 3u);
+}
+
+TEST(EngineSampling, LogprobsReachTheSinkForEveryTokenPipelinedOrNot) {
+  EngineRequest top3 = request(5);
+  top3.logprobs = 3;
+  top3.temperature = 1;
+  top3.seed = 2;
+  EngineRequest sampled_only = request(6);
+  sampled_only.logprobs = 0;
+  sampled_only.penalties.presence = 1;  // logprobs stay those of the raw logits
+  std::vector<EngineRequest> requests = {top3, sampled_only, request(7)};
+  std::unique_ptr<ModelRunner> cpu = make_cpu_runner(tiny_weights(), 2);
+  Generated stepwise = generate_with_logprobs(*cpu, requests);
+  std::unique_ptr<ModelRunner> inner = make_cpu_runner(tiny_weights(), 2);
+  RunningAhead ahead(*inner);
+  Generated pipelined = generate_with_logprobs(ahead, requests);
+  EXPECT_EQ(pipelined.tokens, stepwise.tokens);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    ASSERT_EQ(stepwise.logprobs[r].size(), 24u);
+    for (size_t t = 0; t < 24; ++t) {
+      const std::vector<TokenLogprob>& got = stepwise.logprobs[r][t];
+      ASSERT_EQ(got.size(), size_t(requests[r].logprobs + 1)) << "request " << r;
+      if (got.empty()) continue;
+      EXPECT_EQ(got[0].id, stepwise.tokens[r][t]);
+      EXPECT_LE(got[0].logprob, 0.0f);
+      for (size_t j = 2; j < got.size(); ++j) EXPECT_GE(got[j - 1].logprob, got[j].logprob);
+      for (size_t j = 0; j < got.size(); ++j) {
+        EXPECT_EQ(pipelined.logprobs[r][t][j].id, got[j].id);
+        EXPECT_EQ(pipelined.logprobs[r][t][j].logprob, got[j].logprob);
+      }
+    }
+  }
 }
 
 TEST(EngineSampling, SeededDrawsDoNotDependOnBatchmates) {

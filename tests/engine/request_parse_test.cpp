@@ -80,6 +80,9 @@ TEST(RequestParse, PenaltiesMinPAndLogitBias) {
   EXPECT_FALSE(neutral.engine.penalties.active());
   EXPECT_TRUE(neutral.engine.logit_bias.empty());
   EXPECT_EQ(neutral.engine.min_p, 0.0f);
+  EXPECT_EQ(neutral.engine.logprobs, -1);
+  EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":2})").engine.logprobs, 2);
+  EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":0})").engine.logprobs, 0);
 }
 
 TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
@@ -128,7 +131,8 @@ TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
       {R"({"prompt":[1],"stop":5})", 400, "stop", "string"},
       {R"({"prompt":[1],"n":2})", 400, "n", "= 1"},
       {R"({"prompt":[1],"echo":true})", 400, "echo", "not supported"},
-      {R"({"prompt":[1],"logprobs":1})", 400, "logprobs", "not supported"},
+      {R"({"prompt":[1],"logprobs":21})", 400, "logprobs", "between 0 and 20"},
+      {R"({"prompt":[1],"logprobs":true})", 400, "logprobs", "integer"},
       {R"({"prompt":[1],"frequency_penalty":2.5})", 400, "frequency_penalty", "between -2 and 2"},
       {R"({"prompt":[1],"presence_penalty":-3})", 400, "presence_penalty", "between -2 and 2"},
       {R"({"prompt":[1],"presence_penalty":"x"})", 400, "presence_penalty", "number"},

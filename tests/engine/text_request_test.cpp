@@ -204,6 +204,11 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(
       chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9})").engine.stop.max_tokens,
       9);
+  EXPECT_EQ(parts.engine.logprobs, -1);
+  const std::string user = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_EQ(chat(user + R"("logprobs":true,"top_logprobs":2})").engine.logprobs, 2);
+  EXPECT_EQ(chat(user + R"("logprobs":true})").engine.logprobs, 0);
+  EXPECT_EQ(chat(user + R"("logprobs":false,"top_logprobs":0})").engine.logprobs, -1);
   // No generation prompt when asked; assistant content may be null.
   GenerationRequest plain = chat(R"({"messages":[{"role":"user","content":"Hi!"},
       {"role":"assistant","content":null}],"add_generation_prompt":false})");
@@ -234,8 +239,12 @@ TEST(TextRequest, ChatRefusals) {
            "messages", "tool calls"},
           {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
            "tools", "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", 400, "logprobs",
-           "not supported"},
+          {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400, "top_logprobs",
+           "needs 'logprobs': true"},
+          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", 400,
+           "top_logprobs", "between 0 and 20"},
+          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":2})", 400, "logprobs",
+           "true or false"},
           {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
            400, "response_format", "not supported"},
           {R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "= 1"},

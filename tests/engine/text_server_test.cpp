@@ -290,6 +290,80 @@ TEST(TextServer, EndOfTurnTokenStopsChatAndLeavesNoText) {
   EXPECT_EQ(reply["usage"]["completion_tokens"], 60);
 }
 
+// The FakeRunner makes up logprobs (fake_runner.h: the sampled token at -0.5, its top k the ids
+// token, token + 1, ... at -0.5, -1.5, ...), so the layouts can be checked exactly.
+TEST(TextServer, LogprobsInTheCompletionsAndChatLayouts) {
+  FakeServer server(text_setup());
+  const engine::Tokenizer& tokenizer = *served_qwen3().get();
+  auto text_of = [&](int32_t id) { return tokenizer.decode(std::vector<int32_t>{id}, false); };
+  Json body = completion_body("Logprobs, please", 12, false);
+  body["temperature"] = 1;
+  body["seed"] = 3;
+  body["logprobs"] = 2;
+  Json whole = Json::parse(post(server, "/v1/completions", body).body)["choices"][0];
+  const Json& lp = whole["logprobs"];
+  const std::vector<int32_t> ids = whole["token_ids"];
+  ASSERT_EQ(ids.size(), 12u);
+  ASSERT_EQ(lp["tokens"].size(), 12u);
+  size_t offset = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string text = text_of(ids[i]);
+    EXPECT_EQ(lp["tokens"][i], text);
+    EXPECT_EQ(lp["token_logprobs"][i], -0.5);
+    EXPECT_EQ(lp["text_offset"][i], offset);
+    for (unsigned char c : text) offset += (c & 0xC0) != 0x80;  // characters, not bytes
+    const Json& top = lp["top_logprobs"][i];
+    EXPECT_EQ(top[text], -0.5) << "the sampled token is among its top logprobs";
+    EXPECT_EQ(top[text_of((ids[i] + 1) % kQwen3VocabSize)], -1.5);
+    EXPECT_LE(top.size(), 2u);
+  }
+  // Streamed: each chunk carries its token's logprobs, the offsets running on.
+  body["stream"] = true;
+  Stream s = read_stream(post(server, "/v1/completions", body));
+  ASSERT_EQ(s.chunks.size(), 12u);
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    const Json& chunk = s.chunks[i]["choices"][0]["logprobs"];
+    EXPECT_EQ(chunk["tokens"], Json::array({lp["tokens"][i]}));
+    EXPECT_EQ(chunk["top_logprobs"], Json::array({lp["top_logprobs"][i]}));
+    EXPECT_EQ(chunk["text_offset"], Json::array({lp["text_offset"][i]}));
+  }
+
+  Json chat = chat_body(10, false);
+  chat["logprobs"] = true;
+  chat["top_logprobs"] = 2;
+  Json reply = Json::parse(post(server, "/v1/chat/completions", chat).body);
+  const Json& content = reply["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 10u);
+  for (const Json& entry : content) {
+    EXPECT_EQ(entry["logprob"], -0.5);
+    ASSERT_TRUE(entry["bytes"].is_array());
+    std::string bytes;
+    for (int b : entry["bytes"]) bytes += char(b);
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode(bytes), false), entry["token"].get<std::string>())
+        << "bytes and token text describe one token";
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]);
+    EXPECT_EQ(entry["top_logprobs"][0]["bytes"], entry["bytes"]);
+    EXPECT_EQ(entry["top_logprobs"][1]["logprob"], -1.5);
+  }
+  // Streamed chat: the entries of the chunks together are the whole list, in order.
+  chat["stream"] = true;
+  Stream c = read_stream(post(server, "/v1/chat/completions", chat));
+  EXPECT_TRUE(c.chunks[0]["choices"][0]["logprobs"].is_null()) << "the role chunk has none";
+  Json streamed = Json::array();
+  for (const Json& chunk : c.chunks) {
+    const Json& l = chunk["choices"][0]["logprobs"];
+    if (l.is_null()) continue;
+    for (const Json& entry : l["content"]) streamed.push_back(entry);
+  }
+  EXPECT_EQ(streamed, content);
+  // Not asked for: null.
+  EXPECT_TRUE(
+      Json::parse(
+          post(server, "/v1/chat/completions", chat_body(3, false)).body)["choices"][0]["logprobs"]
+          .is_null());
+}
+
 TEST(TextServer, TokenizeAndDetokenizeRoundTrip) {
   FakeServer server(text_setup());
   const std::string text = "Grüße, 世界! 😀 <|im_start|> x  \n\t y";

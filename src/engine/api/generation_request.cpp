@@ -58,8 +58,7 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   const Json* prompt = chat ? nullptr : field(body, "prompt");
   if (!chat && !prompt) fail("'prompt' is required (text or an array of token ids)", "prompt");
 
-  // Refusals, before the prompt is encoded: each field once, its neutral value passes. "logprobs"
-  // is a count in completions (refused whatever it is) and a flag in chat (refused when true).
+  // Refusals, before the prompt is encoded: each field once, its neutral value passes.
   for (const char* name : {"n", "best_of"}) {
     if (get_int(body, name, 1, INT32_MAX).value_or(1) != 1) {
       fail(std::string("only '") + name + "' = 1 is supported", name);
@@ -77,10 +76,6 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
         format && !(format->is_object() && format->value("type", Json()) == "text")) {
       fail("'response_format' is not supported (only {\"type\": \"text\"})", "response_format");
     }
-    if (get_bool(body, "logprobs").value_or(false)) {
-      fail("'logprobs' is not supported yet", "logprobs");
-    }
-    if (field(body, "top_logprobs")) fail("'top_logprobs' is not supported yet", "top_logprobs");
   }
   if (get_bool(body, "echo").value_or(false)) fail("'echo' is not supported", "echo");
   if (chat) {
@@ -88,7 +83,6 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
       fail("'continue_final_message' is not supported", "continue_final_message");
     }
   } else {
-    if (field(body, "logprobs")) fail("'logprobs' is not supported yet", "logprobs");
     if (field(body, "suffix")) fail("'suffix' is not supported", "suffix");
   }
 
@@ -190,6 +184,17 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   if (!(repetition > 0)) fail("'repetition_penalty' must be greater than 0", "repetition_penalty");
   e.penalties.repetition = static_cast<float>(repetition);
   e.logit_bias = get_logit_bias(body, limits.vocab_size);
+  // Logprobs: a count in completions, a flag with a count beside it in chat.
+  if (chat) {
+    const bool logprobs = get_bool(body, "logprobs").value_or(false);
+    const int64_t top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs).value_or(0);
+    if (top > 0 && !logprobs) {
+      fail("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+    e.logprobs = logprobs ? static_cast<int>(top) : -1;
+  } else {
+    e.logprobs = static_cast<int>(get_int(body, "logprobs", 0, kMaxTopLogprobs).value_or(-1));
+  }
 
   // Streaming.
   r.stream = get_bool(body, "stream").value_or(false);

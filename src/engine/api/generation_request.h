@@ -5,10 +5,10 @@
 //   JSON        the body must be a JSON object; "model" (optional) must be the served name;
 //               completions need "prompt"
 //   refusals    anything that would change the output in a way this server does not do is refused
-//               rather than ignored: n/best_of other than 1, echo; completions: logprobs,
-//               suffix; chat: tools, tool_choice other than "none"/"auto", a
-//               response_format other than {"type": "text"}, logprobs, top_logprobs,
-//               continue_final_message. Unknown fields are ignored (clients send extras).
+//               rather than ignored: n/best_of other than 1, echo; completions: suffix; chat:
+//               tools, tool_choice other than "none"/"auto", a response_format other than
+//               {"type": "text"}, continue_final_message. Unknown fields are ignored (clients
+//               send extras).
 //   prompt      completions: "prompt" as text (a string, or an array holding one string; needs the
 //               tokenizer, encoded with add_special_tokens, default true) or as token ids (an
 //               array, or an array holding one such array); chat: "messages" through the chat
@@ -26,7 +26,9 @@
 //               (default and -1: off), seed, min_p (default 0: off, in [0, 1]),
 //               presence_penalty and frequency_penalty (default 0, in [-2, 2]),
 //               repetition_penalty (default 1, > 0), logit_bias ({"<token id>": bias in
-//               [-100, 100]}; ids in the vocabulary)
+//               [-100, 100]}; ids in the vocabulary); logprobs: completions "logprobs": k,
+//               chat "logprobs": true with "top_logprobs": k (which needs it), k in
+//               [0, kMaxTopLogprobs]
 //   streaming   stream, stream_options.include_usage (only with stream)
 //
 // Never throws on any input: every problem becomes a RequestError with the HTTP status, a message

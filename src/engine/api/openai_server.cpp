@@ -96,6 +96,7 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.text.stop_strings = std::move(generation.stop_strings);
   setup.text.min_tokens = generation.engine.stop.min_tokens;
   setup.text.skip_special_tokens = generation.skip_special_tokens;
+  setup.logprobs = generation.engine.logprobs >= 0;
   std::shared_ptr<RequestSink> sink = generation.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip

@@ -1,7 +1,10 @@
 #include "engine/api/openai_server_sinks.h"
 
 #include <charconv>
+#include <optional>
 #include <string_view>
+
+#include "engine/api/logprobs_json.h"
 
 namespace gpufrac::engine {
 
@@ -65,17 +68,20 @@ class StreamingSink : public RequestSink {
     chunk_head_ = "data: " + dump(setup_.head);
     chunk_head_.back() = ',';  // the object stays open for "choices"
     chunk_tail_ = setup_.include_usage ? "}],\"usage\":null}\n\n" : "}]}\n\n";
+    if (setup_.logprobs) logprobs_.emplace(setup_.endpoint, setup_.tokenizer);
   }
 
-  void on_token(int32_t token, FinishReason finish) override {
+  void on_token(const GeneratedToken& token) override {
     if (gone_ || finish_sent_) return;
-    const std::string& delta = text_.add(token, finish);
+    FinishReason finish = token.finish;
+    const std::string& delta = text_.add(token.id, finish);
     if (text_.stopped()) {
       setup_.engine->stop_request(setup_.request_id);
       finish = FinishReason::kStop;
     }
+    if (logprobs_) logprobs_->add(token.logprobs);
     if (setup_.endpoint == GenerationEndpoint::kCompletions) {
-      send_completion_chunk(delta, token, finish);
+      send_completion_chunk(delta, token.id, finish);
     } else {
       send_chat_chunk(delta, finish);
     }
@@ -114,7 +120,7 @@ class StreamingSink : public RequestSink {
       role_sent_ = true;
       send_chunk(
           [](std::string& out) { out += "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}"; },
-          FinishReason::kNone);
+          FinishReason::kNone, false);
     }
     if (delta.empty() && finish == FinishReason::kNone) return;
     send_chunk(
@@ -129,16 +135,19 @@ class StreamingSink : public RequestSink {
         finish);
   }
 
-  // One chunk: the head, then choices[0] = {"index":0, BODY, "logprobs":null, "finish_reason"},
+  // One chunk: the head, then choices[0] = {"index":0, BODY, "logprobs", "finish_reason"},
   // then the tail. `append_body` appends the layout's fields of the choice (no separators around
   // them) to the buffer it is given: chunk_, reused for every token, so a chunk allocates nothing
-  // once the buffer has grown to a chunk's size.
+  // once the buffer has grown to a chunk's size. "logprobs" is null, or those of the tokens
+  // since the last chunk that carried some (chat sends no chunk for a token without text).
   template <typename AppendBody>
-  void send_chunk(const AppendBody& append_body, FinishReason finish) {
+  void send_chunk(const AppendBody& append_body, FinishReason finish, bool with_logprobs = true) {
     chunk_ = chunk_head_;
     chunk_ += "\"choices\":[{\"index\":0,";
     append_body(chunk_);
-    chunk_ += ",\"logprobs\":null,\"finish_reason\":";
+    chunk_ += ",\"logprobs\":";
+    chunk_ += with_logprobs && logprobs_ && !logprobs_->empty() ? dump(logprobs_->take()) : "null";
+    chunk_ += ",\"finish_reason\":";
     chunk_ += finish_reason_json(finish);
     chunk_ += chunk_tail_;
     send(chunk_);
@@ -158,6 +167,7 @@ class StreamingSink : public RequestSink {
 
   SinkSetup setup_;
   GeneratedText text_;
+  std::optional<LogprobsJson> logprobs_;  // when the request asked for logprobs
   std::string chunk_head_;  // `data: {"id":..,"object":..,"created":..,"model":..,`
   std::string chunk_tail_;  // closes choices[0] and the chunk
   bool started_ = false;
@@ -171,12 +181,15 @@ class StreamingSink : public RequestSink {
 class BufferedSink : public RequestSink {
  public:
   explicit BufferedSink(SinkSetup setup)
-      : setup_(std::move(setup)), text_(setup_.tokenizer, std::move(setup_.text)) {}
+      : setup_(std::move(setup)), text_(setup_.tokenizer, std::move(setup_.text)) {
+    if (setup_.logprobs) logprobs_.emplace(setup_.endpoint, setup_.tokenizer);
+  }
 
-  void on_token(int32_t token, FinishReason finish) override {
+  void on_token(const GeneratedToken& token) override {
     if (text_.stopped()) return;
-    tokens_.push_back(token);
-    content_ += text_.add(token, finish);
+    tokens_.push_back(token.id);
+    content_ += text_.add(token.id, token.finish);
+    if (logprobs_) logprobs_->add(token.logprobs);
     if (text_.stopped()) setup_.engine->stop_request(setup_.request_id);
   }
 
@@ -200,7 +213,7 @@ class BufferedSink : public RequestSink {
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", std::move(content_)}};
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs_ ? logprobs_->take() : Json();
     choice["finish_reason"] = reason;
     Json body = std::move(setup_.head);
     body["choices"] = Json::array({std::move(choice)});
@@ -211,6 +224,7 @@ class BufferedSink : public RequestSink {
  private:
   SinkSetup setup_;
   GeneratedText text_;
+  std::optional<LogprobsJson> logprobs_;
   std::vector<int32_t> tokens_;
   std::string content_;
 };

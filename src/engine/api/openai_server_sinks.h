@@ -10,6 +10,9 @@
 // Then "data: [DONE]". A failed request gets an error event; a cancelled one just [DONE].
 // Non-streaming: one JSON body (choices[0].text + token_ids, or choices[0].message) with usage;
 // 500 for a failed request, 503 for one cancelled by a stopping server.
+// "logprobs" is null unless the request asked for them; then it holds those of the choice's
+// tokens in the endpoint's layout (logprobs_json.h): per completions chunk its token's, per chat
+// chunk the tokens since the previous chunk (a token that adds no text sends no chat chunk).
 //
 // Text comes from a GeneratedText per request. When a stop string matches, the sink asks the
 // engine to finish the request (Engine::stop_request) and reports finish_reason "stop".
@@ -38,6 +41,7 @@ struct SinkSetup {
   bool include_usage = false;
   const Tokenizer* tokenizer = nullptr;  // borrowed; null: ids as text
   GeneratedTextOptions text;
+  bool logprobs = false;  // the request asked for logprobs (EngineRequest::logprobs >= 0)
 };
 
 std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);

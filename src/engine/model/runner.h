@@ -1,6 +1,7 @@
 // The boundary between the scheduler and the math: a ModelRunner executes one step (a batch of
 // sequences, each contributing a prompt chunk or one decode token) and returns the next token of
-// every sequence that asked to sample. Backends: cpu/ (fp32 reference) and cuda/.
+// every sequence that asked to sample (and, when asked, its logprobs). Backends: cpu/ (fp32
+// reference, the CPU sampler in sampler.h) and cuda/ (the GPU sampler, the same rules).
 //
 // Contract:
 // - The scheduler owns KV block ids (KvBlockAllocator); the runner owns the KV pool's memory,
