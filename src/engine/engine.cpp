@@ -15,6 +15,7 @@ namespace {
 
 void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
   if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
+  if (r.n < 1) throw std::invalid_argument("n must be at least 1");
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= config.vocab_size) throw std::invalid_argument("token id out of vocabulary");
   }
@@ -119,7 +120,13 @@ void Engine::loop() {
     for (Pending& p : incoming_local_) admit(p);
     incoming_local_.clear();
     // After admission, so that a cancel racing its own submit finds the request.
-    for (const EarlyFinish& f : early_finishes_local_) finish(f.id, f.reason);
+    for (const EarlyFinish& f : early_finishes_local_) {
+      if (f.reason == FinishReason::kCancelled) {
+        finish_request(f.id, f.reason);
+      } else {
+        finish(f.id, f.reason);
+      }
+    }
     early_finishes_local_.clear();
     bool submitted = scheduler_.has_work() && submit_step();
     // One step stays on the device while the previous one's tokens are delivered.
@@ -153,15 +160,18 @@ void Engine::admit(Pending& p) {
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
   sampling.min_p = r.min_p;
-  sampling.seed = r.seed ? *r.seed : mix_seed(options_.seed, p.id);
   sampling.penalties = r.penalties;
   sampling.logprobs = r.logprobs;
-  LogitAdjustmentTable adjustments(r.prompt, r.logit_bias, r.penalties);
-  auto sequence =
-      std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
-                                 sampling, runner_.config().eos_token_ids, std::move(adjustments));
-  scheduler_.add(sequence.get());
-  active_[p.id] = Active{std::move(sequence), std::move(p.sink), p.arrival_ns, 0, r.logprobs};
+  requests_[p.id] = Request{r.n, r.n, {}};
+  for (int choice = 0; choice < r.n; ++choice) {
+    const uint64_t id = p.id + uint64_t(choice);
+    sampling.seed = r.seed ? *r.seed + uint64_t(choice) : mix_seed(options_.seed, id);
+    LogitAdjustmentTable adjustments(r.prompt, r.logit_bias, r.penalties);
+    auto sequence = std::make_unique<Sequence>(
+        id, r.prompt, r.stop, sampling, runner_.config().eos_token_ids, std::move(adjustments));
+    scheduler_.add(sequence.get());
+    active_[id] = Active{std::move(sequence), p.sink, p.arrival_ns, 0, r.logprobs, p.id, choice};
+  }
 }
 
 bool Engine::submit_step() {
@@ -258,7 +268,7 @@ void Engine::collect_step() {
     a.last_token_ns = now;
     FinishReason reason = s->resolve_pending_token(token);
     ++metrics_.generation_tokens_total;
-    GeneratedToken generated{token, reason, {}};
+    GeneratedToken generated{a.choice, token, reason, {}};
     if (a.logprobs >= 0) {
       generated.logprobs = std::span<const TokenLogprob>(result_.logprobs)
                                .subspan(row * kLogprobsStride, size_t(1 + a.logprobs));
@@ -268,18 +278,46 @@ void Engine::collect_step() {
   }
 }
 
-void Engine::fail_requests(const std::vector<uint64_t>& ids, const std::string& error) {
-  for (uint64_t id : ids) finish(id, FinishReason::kError, error);
+void Engine::fail_requests(const std::vector<uint64_t>& choice_ids, const std::string& error) {
+  for (uint64_t id : choice_ids) {
+    auto it = active_.find(id);
+    if (it != active_.end()) finish_request(it->second.request_id, FinishReason::kError, error);
+  }
 }
 
-void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
-  auto it = active_.find(id);
+void Engine::finish_request(uint64_t request_id, FinishReason reason, const std::string& error) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  const int choices = it->second.choices;  // `it` dies with the last choice
+  for (int choice = 0; choice < choices; ++choice) {
+    finish(request_id + uint64_t(choice), reason, error);
+  }
+}
+
+void Engine::finish(uint64_t choice_id, FinishReason reason, std::string error) {
+  auto it = active_.find(choice_id);
   if (it == active_.end()) return;
   Active& a = it->second;
   scheduler_.finish(a.sequence.get());
-  RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_output_tokens(),
-                         std::move(error)};
-  metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - a.arrival_ns) / 1e3);
+  auto request = requests_.find(a.request_id);
+  RequestOutcome& outcome = request->second.outcome;
+  outcome.prompt_tokens = a.sequence->prompt_len();
+  outcome.completion_tokens += a.sequence->num_output_tokens();
+  if (reason == FinishReason::kError) {
+    if (outcome.reason != FinishReason::kError) outcome.error = std::move(error);
+    outcome.reason = reason;
+  } else if (outcome.reason != FinishReason::kError &&
+             (reason == FinishReason::kCancelled || outcome.reason != FinishReason::kCancelled)) {
+    outcome.reason = reason;
+  }
+  const int64_t arrival_ns = a.arrival_ns;
+  std::shared_ptr<RequestSink> sink = std::move(a.sink);
+  active_.erase(it);
+  if (--request->second.open > 0) return;
+  RequestOutcome finished = std::move(outcome);
+  requests_.erase(request);
+  reason = finished.reason;
+  metrics_.e2e_request_latency.observe(ns_to_ms(monotonic_ns() - arrival_ns) / 1e3);
   switch (reason) {
     case FinishReason::kStop:
       ++metrics_.requests_finished_stop;
@@ -296,10 +334,8 @@ void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
     case FinishReason::kNone:
       break;
   }
-  std::shared_ptr<RequestSink> sink = std::move(a.sink);
-  active_.erase(it);
   publish_gauges();  // whoever hears of the finish sees its blocks freed
-  sink->on_finish(outcome);
+  sink->on_finish(finished);
 }
 
 void Engine::publish_gauges() {

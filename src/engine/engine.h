@@ -10,6 +10,11 @@
 // device. A request that step n finishes (EOS, stop id) may already be in step n+1: that step's
 // token for it is dropped. Requests that reach max_tokens are not scheduled past their last token.
 //
+// A request with n choices (EngineRequest::n) is n sequences of the same prompt, scheduled on
+// their own, under the request's n consecutive ids (new_request_id(n)): choice i is id + i, with
+// seed + i when the request brings a seed. Their tokens go to the one sink with their choice index;
+// the sink hears on_finish once, when the last choice has finished.
+//
 // Thread-safety: submit(), cancel(), stop_request(), metrics() and the accessors may be called
 // from any thread (stop_request() also from a sink's on_token).
 // Sinks are called on the engine thread only, in order (tokens, then exactly one on_finish), and
@@ -56,19 +61,23 @@ struct EngineRequest {
   Penalties penalties;
   std::vector<LogitBias> logit_bias;  // ids in [0, vocab_size); a repeated id: the last bias
   int logprobs = -1;                  // SamplingParams::logprobs
+  int n = 1;                          // choices: sequences generated from the prompt (>= 1)
 };
 
+// How a request ended, over all its choices: kError if one failed, else kCancelled if one was
+// cancelled, else the reason of the last choice to finish (kStop, kLength).
 struct RequestOutcome {
   FinishReason reason = FinishReason::kNone;
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  std::string error;  // for kError
+  int64_t prompt_tokens = 0;      // the prompt's length (once, however many choices)
+  int64_t completion_tokens = 0;  // summed over the choices
+  std::string error;              // for kError
 };
 
 // One sampled token, as the engine hands it to the request's sink.
 struct GeneratedToken {
+  int choice = 0;  // which of the request's n choices, in [0, n)
   int32_t id = 0;
-  FinishReason finish = FinishReason::kNone;  // set (kStop, kLength) on the request's last token
+  FinishReason finish = FinishReason::kNone;  // set (kStop, kLength) on the choice's last token
   // Empty unless the request asked for logprobs (EngineRequest::logprobs = k >= 0): then 1 + k
   // entries, the sampled token's and the k most likely ids' (runner.h TokenLogprob).
   std::span<const TokenLogprob> logprobs;
@@ -79,7 +88,8 @@ class RequestSink {
   virtual ~RequestSink() = default;
   // A sampled token (the span is valid during the call only).
   virtual void on_token(const GeneratedToken& token) = 0;
-  // Exactly once, after the last on_token (also for cancelled and failed requests).
+  // Exactly once, after the last on_token of every choice (also for cancelled and failed
+  // requests).
   virtual void on_finish(const RequestOutcome& outcome) = 0;
 };
 
@@ -96,19 +106,21 @@ class Engine {
   void stop();
 
   enum class Admission { kAccepted, kQueueFull, kStopped };
-  uint64_t new_request_id() { return next_id_.fetch_add(1); }
-  // Queues a request under an id from new_request_id(). The request must be valid (see
+  // Reserves the ids of a request of `choices` choices and returns the first (the request's id).
+  uint64_t new_request_id(int choices = 1) { return next_id_.fetch_add(uint64_t(choices)); }
+  // Queues a request under an id from new_request_id(request.n). The request must be valid (see
   // EngineRequest; prompt + max_tokens <= max_model_len): an invalid one throws
   // std::invalid_argument, as the server checks first. On kQueueFull / kStopped the sink is not
   // called.
   Admission submit(uint64_t id, EngineRequest request, std::shared_ptr<RequestSink> sink);
-  // Cancels a request wherever it is (waiting, running, not yet picked up); its blocks are freed
-  // and its sink gets on_finish(kCancelled). Unknown or finished ids are ignored.
+  // Cancels a request (by its id: every choice) wherever it is (waiting, running, not yet picked
+  // up); its blocks are freed and its sink gets on_finish(kCancelled). Unknown or finished ids
+  // are ignored.
   void cancel(uint64_t id);
-  // Finishes a request as kStop before its next step (the server found a stop string in its
-  // text): its blocks are freed and its sink gets on_finish(kStop). A sink may call it from
-  // on_token. Unknown or finished ids are ignored.
-  void stop_request(uint64_t id);
+  // Finishes one choice (id + choice) as kStop before its next step (the server found a stop
+  // string in its text): its blocks are freed; the sink gets on_finish once every choice has
+  // finished. A sink may call it from on_token. Unknown or finished ids are ignored.
+  void stop_request(uint64_t choice_id);
 
   const ModelConfig& model_config() const { return runner_.config(); }
   const EngineOptions& options() const { return options_; }
@@ -121,18 +133,27 @@ class Engine {
     std::shared_ptr<RequestSink> sink;
     int64_t arrival_ns;
   };
+  // One choice: a sequence, by its id (request id + choice).
   struct Active {
     std::unique_ptr<Sequence> sequence;
     std::shared_ptr<RequestSink> sink;
     int64_t arrival_ns = 0;
     int64_t last_token_ns = 0;  // 0 until the first token
     int logprobs = -1;          // EngineRequest::logprobs
+    uint64_t request_id = 0;
+    int choice = 0;
+  };
+  // A request until its last choice finishes.
+  struct Request {
+    int choices = 1;
+    int open = 1;  // choices not finished yet
+    RequestOutcome outcome;
   };
 
   // A submitted step not yet collected: which requests it served, for delivery and failures.
   struct InFlightStep {
-    std::vector<uint64_t> ids;      // every request in the step
-    std::vector<uint64_t> sampled;  // the request of each sample row, in row order
+    std::vector<uint64_t> ids;      // every choice in the step
+    std::vector<uint64_t> sampled;  // the choice of each sample row, in row order
     bool wants_logprobs = false;    // a sampled row asked for logprobs
   };
 
@@ -144,8 +165,12 @@ class Engine {
   void collect_step();
   // Takes the oldest outstanding step out of the ring (the caller collects it from the runner).
   InFlightStep& pop_oldest_step();
-  void fail_requests(const std::vector<uint64_t>& ids, const std::string& error);
-  void finish(uint64_t id, FinishReason reason, std::string error = {});
+  // Fails the requests of the given choices, every choice of each.
+  void fail_requests(const std::vector<uint64_t>& choice_ids, const std::string& error);
+  // Finishes one choice; the request's sink hears on_finish when it was the last.
+  void finish(uint64_t choice_id, FinishReason reason, std::string error = {});
+  // Finishes every open choice of request `request_id`.
+  void finish_request(uint64_t request_id, FinishReason reason, const std::string& error = {});
   void publish_gauges();
 
   ModelRunner& runner_;
@@ -171,7 +196,8 @@ class Engine {
   std::thread thread_;
 
   // Loop-thread state, reused every step.
-  std::unordered_map<uint64_t, Active> active_;
+  std::unordered_map<uint64_t, Active> active_;     // by choice id
+  std::unordered_map<uint64_t, Request> requests_;  // by request id
   std::vector<Pending> incoming_local_;
   std::vector<EarlyFinish> early_finishes_local_;
   StepBatch batch_;

@@ -1,6 +1,6 @@
-// CollectingSink: a RequestSink for engine tests. Keeps every token delivered (with its logprobs)
-// and the outcome, counts finishes, and lets a test wait for the finish. An optional hook runs
-// after each token is recorded, outside the sink's lock, with the number of tokens so far (the
+// CollectingSink: a RequestSink for engine tests. Keeps every token delivered (with its choice and
+// logprobs) and the outcome, counts finishes, and lets a test wait for the finish. An optional hook
+// runs after each token is recorded, outside the sink's lock, with the number of tokens so far (the
 // stop tests call Engine::stop_request from it, as the server does when a stop string matches).
 // Thread-safe: the engine thread delivers while the test thread reads.
 #pragma once
@@ -28,6 +28,7 @@ class CollectingSink : public RequestSink {
     {
       std::lock_guard lock(mutex_);
       tokens_.push_back(token.id);
+      choices_.push_back(token.choice);
       logprobs_.emplace_back(token.logprobs.begin(), token.logprobs.end());
       count = int(tokens_.size());
     }
@@ -46,6 +47,20 @@ class CollectingSink : public RequestSink {
   std::vector<int32_t> tokens() {
     std::lock_guard lock(mutex_);
     return tokens_;
+  }
+  // Per token, its choice index.
+  std::vector<int> choices() {
+    std::lock_guard lock(mutex_);
+    return choices_;
+  }
+  // The tokens of one choice, in order.
+  std::vector<int32_t> tokens_of(int choice) {
+    std::lock_guard lock(mutex_);
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      if (choices_[i] == choice) out.push_back(tokens_[i]);
+    }
+    return out;
   }
   // Per token, the logprobs delivered with it (empty when the request asked for none).
   std::vector<std::vector<TokenLogprob>> logprobs() {
@@ -66,6 +81,7 @@ class CollectingSink : public RequestSink {
   std::mutex mutex_;
   std::condition_variable done_;
   std::vector<int32_t> tokens_;
+  std::vector<int> choices_;
   std::vector<std::vector<TokenLogprob>> logprobs_;
   RequestOutcome outcome_;
   int finishes_ = 0;

@@ -83,6 +83,8 @@ TEST(RequestParse, PenaltiesMinPAndLogitBias) {
   EXPECT_EQ(neutral.engine.logprobs, -1);
   EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":2})").engine.logprobs, 2);
   EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":0})").engine.logprobs, 0);
+  EXPECT_EQ(neutral.engine.n, 1);
+  EXPECT_EQ(ok(R"({"prompt":[7],"n":3,"best_of":3})").engine.n, 3);
 }
 
 TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
@@ -129,7 +131,10 @@ TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
       {R"({"prompt":[1],"stop_token_ids":[5000]})", 400, "stop_token_ids", "vocabulary"},
       {R"({"prompt":[1],"stop":"\n"})", 400, "stop", "tokenizer"},
       {R"({"prompt":[1],"stop":5})", 400, "stop", "string"},
-      {R"({"prompt":[1],"n":2})", 400, "n", "= 1"},
+      {R"({"prompt":[1],"n":0})", 400, "n", "between 1 and 128"},
+      {R"({"prompt":[1],"n":129})", 400, "n", "between 1 and 128"},
+      {R"({"prompt":[1],"n":2,"best_of":3})", 400, "best_of", "not supported"},
+      {R"({"prompt":[1],"best_of":2})", 400, "best_of", "not supported"},
       {R"({"prompt":[1],"echo":true})", 400, "echo", "not supported"},
       {R"({"prompt":[1],"logprobs":21})", 400, "logprobs", "between 0 and 20"},
       {R"({"prompt":[1],"logprobs":true})", 400, "logprobs", "integer"},

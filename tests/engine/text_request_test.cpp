@@ -247,7 +247,7 @@ TEST(TextRequest, ChatRefusals) {
            "true or false"},
           {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
            400, "response_format", "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "= 1"},
+          {R"({"messages":[{"role":"user","content":"x"}],"n":0})", 400, "n", "between 1"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", 400,
            "max_completion_tokens", "between 1"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":250})", 400,

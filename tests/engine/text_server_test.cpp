@@ -364,6 +364,63 @@ TEST(TextServer, LogprobsInTheCompletionsAndChatLayouts) {
           .is_null());
 }
 
+// n choices: streamed, every chunk carries one choice under its index (chat: a role chunk and a
+// finish chunk per choice); not streamed, the choices in index order with the same texts; usage
+// sums the choices.
+TEST(TextServer, NChoicesStreamedByIndexAndListedInOrder) {
+  FakeServer server(text_setup());
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    Json body = chat ? chat_body(9, false) : completion_body("Three tales", 9, false);
+    body["temperature"] = 1;
+    body["seed"] = 21;
+    body["n"] = 3;
+    body["ignore_eos"] = true;
+    Json whole = Json::parse(post(server, path, body).body);
+    ASSERT_EQ(whole["choices"].size(), 3u) << whole.dump();
+    EXPECT_EQ(whole["usage"]["completion_tokens"], 27);
+    std::vector<std::string> texts;
+    for (int i = 0; i < 3; ++i) {
+      const Json& choice = whole["choices"][i];
+      EXPECT_EQ(choice["index"], i);
+      EXPECT_EQ(choice["finish_reason"], "length");
+      texts.push_back(chat ? choice["message"]["content"] : choice["text"]);
+    }
+    EXPECT_NE(texts[0], texts[1]) << "choices draw with their own seeds";
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    RawReply reply = post(server, path, body);
+    std::vector<std::string> streamed(3);
+    std::vector<int> roles(3, 0), finishes(3, 0);
+    Json usage;
+    for (const std::string& event : sse_data(reply.body)) {
+      if (event == "[DONE]") continue;
+      Json chunk = Json::parse(event);
+      if (chunk["choices"].empty()) {
+        usage = chunk["usage"];
+        continue;
+      }
+      ASSERT_EQ(chunk["choices"].size(), 1u);
+      const Json& choice = chunk["choices"][0];
+      const int index = choice["index"];
+      ASSERT_TRUE(index >= 0 && index < 3) << event;
+      EXPECT_EQ(finishes[size_t(index)], 0) << "a chunk after its choice's finish";
+      if (chat) {
+        roles[size_t(index)] += choice["delta"].contains("role");
+        streamed[size_t(index)] += choice["delta"].value("content", "");
+      } else {
+        streamed[size_t(index)] += choice["text"].get<std::string>();
+      }
+      finishes[size_t(index)] += choice["finish_reason"].is_string();
+    }
+    EXPECT_EQ(streamed, texts) << path;
+    EXPECT_EQ(finishes, std::vector<int>(3, 1));
+    if (chat) EXPECT_EQ(roles, std::vector<int>(3, 1));
+    EXPECT_EQ(usage["completion_tokens"], 27);
+  }
+}
+
 TEST(TextServer, TokenizeAndDetokenizeRoundTrip) {
   FakeServer server(text_setup());
   const std::string text = "Grüße, 世界! 😀 <|im_start|> x  \n\t y";

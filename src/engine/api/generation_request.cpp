@@ -59,10 +59,10 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   if (!chat && !prompt) fail("'prompt' is required (text or an array of token ids)", "prompt");
 
   // Refusals, before the prompt is encoded: each field once, its neutral value passes.
-  for (const char* name : {"n", "best_of"}) {
-    if (get_int(body, name, 1, INT32_MAX).value_or(1) != 1) {
-      fail(std::string("only '") + name + "' = 1 is supported", name);
-    }
+  const int n = static_cast<int>(get_int(body, "n", 1, kMaxChoices).value_or(1));
+  if (get_int(body, "best_of", 1, INT32_MAX).value_or(n) != n) {
+    fail("'best_of' other than 'n' is not supported (the best of several choices is not picked)",
+         "best_of");
   }
   if (chat) {
     if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
@@ -89,6 +89,7 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   // The prompt, as token ids.
   GenerationRequest r;
   EngineRequest& e = r.engine;
+  e.n = n;
   if (chat) {
     e.prompt = chat_prompt_ids(body, limits);
   } else {

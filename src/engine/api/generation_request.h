@@ -4,8 +4,9 @@
 // Read, in this order (the first problem found is the one answered):
 //   JSON        the body must be a JSON object; "model" (optional) must be the served name;
 //               completions need "prompt"
+//   choices     n (default 1, at most kMaxChoices: that many sequences of the prompt)
 //   refusals    anything that would change the output in a way this server does not do is refused
-//               rather than ignored: n/best_of other than 1, echo; completions: suffix; chat:
+//               rather than ignored: best_of other than n, echo; completions: suffix; chat:
 //               tools, tool_choice other than "none"/"auto", a response_format other than
 //               {"type": "text"}, continue_final_message. Unknown fields are ignored (clients
 //               send extras).
@@ -47,6 +48,7 @@
 namespace gpufrac::engine {
 
 inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr int kMaxChoices = 128;  // "n", as OpenAI allows
 inline constexpr size_t kMaxStopStringBytes = 1024;
 
 // The endpoint a body came to: what its prompt is, some rules, and the response's layout.

@@ -14,8 +14,12 @@
 // tokens in the endpoint's layout (logprobs_json.h): per completions chunk its token's, per chat
 // chunk the tokens since the previous chunk (a token that adds no text sends no chat chunk).
 //
-// Text comes from a GeneratedText per request. When a stop string matches, the sink asks the
-// engine to finish the request (Engine::stop_request) and reports finish_reason "stop".
+// With n choices (EngineRequest::n) every chunk carries one choice under its "index" (chat: each
+// choice has its own role chunk and finish chunk), and the body lists the choices in index
+// order; usage sums their completion tokens.
+//
+// Text comes from a GeneratedText per choice. When a stop string matches, the sink asks the
+// engine to finish that choice (Engine::stop_request) and reports finish_reason "stop".
 // Sinks run on the engine thread only (RequestSink's contract).
 #pragma once
 
@@ -42,6 +46,7 @@ struct SinkSetup {
   const Tokenizer* tokenizer = nullptr;  // borrowed; null: ids as text
   GeneratedTextOptions text;
   bool logprobs = false;  // the request asked for logprobs (EngineRequest::logprobs >= 0)
+  int choices = 1;        // EngineRequest::n
 };
 
 std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);
