@@ -85,6 +85,8 @@ TEST(RequestParse, PenaltiesMinPAndLogitBias) {
   EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":0})").engine.logprobs, 0);
   EXPECT_EQ(neutral.engine.n, 1);
   EXPECT_EQ(ok(R"({"prompt":[7],"n":3,"best_of":3})").engine.n, 3);
+  EXPECT_EQ(ok(R"({"prompt":[7,42],"echo":true})").echo_text, " 7 42") << "ids as generated ids";
+  EXPECT_EQ(ok(R"({"prompt":[7,42],"echo":false})").echo_text, "");
 }
 
 TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
@@ -135,7 +137,8 @@ TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
       {R"({"prompt":[1],"n":129})", 400, "n", "between 1 and 128"},
       {R"({"prompt":[1],"n":2,"best_of":3})", 400, "best_of", "not supported"},
       {R"({"prompt":[1],"best_of":2})", 400, "best_of", "not supported"},
-      {R"({"prompt":[1],"echo":true})", 400, "echo", "not supported"},
+      {R"({"prompt":[1],"echo":true,"logprobs":1})", 400, "echo", "prompt's logprobs"},
+      {R"({"prompt":[1],"echo":"yes"})", 400, "echo", "true or false"},
       {R"({"prompt":[1],"logprobs":21})", 400, "logprobs", "between 0 and 20"},
       {R"({"prompt":[1],"logprobs":true})", 400, "logprobs", "integer"},
       {R"({"prompt":[1],"frequency_penalty":2.5})", 400, "frequency_penalty", "between -2 and 2"},

@@ -116,6 +116,14 @@ TEST(TextRequest, TextPromptsAreEncoded) {
             (std::vector<int32_t>{151644, 872, 198, 13048, 0}));
   // Token ids still bypass the tokenizer.
   EXPECT_EQ(completion(R"({"prompt":[1,2,3]})").engine.prompt, (std::vector<int32_t>{1, 2, 3}));
+  // echo: a text prompt as sent, token ids decoded (special tokens as skip_special_tokens says).
+  EXPECT_EQ(completion(R"({"prompt":"Hello  world","echo":true})").echo_text, "Hello  world");
+  const std::vector<int32_t> ids = qwen3().encode("<|im_start|>Hi", {});
+  const std::string prompt_ids = Json(ids).dump();
+  EXPECT_EQ(completion(R"({"echo":true,"prompt":)" + prompt_ids + "}").echo_text, "Hi");
+  EXPECT_EQ(completion(R"({"echo":true,"skip_special_tokens":false,"prompt":)" + prompt_ids + "}")
+                .echo_text,
+            "<|im_start|>Hi");
 }
 
 TEST(TextRequest, StopStringsAreReadAndValidated) {
@@ -248,6 +256,8 @@ TEST(TextRequest, ChatRefusals) {
           {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
            400, "response_format", "not supported"},
           {R"({"messages":[{"role":"user","content":"x"}],"n":0})", 400, "n", "between 1"},
+          {R"({"messages":[{"role":"user","content":"x"}],"echo":true})", 400, "echo",
+           "only supported by /v1/completions"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", 400,
            "max_completion_tokens", "between 1"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":250})", 400,

@@ -421,6 +421,27 @@ TEST(TextServer, NChoicesStreamedByIndexAndListedInOrder) {
   }
 }
 
+TEST(TextServer, EchoStartsEveryChoiceWithThePrompt) {
+  FakeServer server(text_setup());
+  const std::string prompt = "Echo me, then go on:";
+  Json body = completion_body(prompt, 6, false);
+  Json plain = Json::parse(post(server, "/v1/completions", body).body)["choices"][0];
+  body["echo"] = true;
+  body["n"] = 2;
+  Json whole = Json::parse(post(server, "/v1/completions", body).body);
+  ASSERT_EQ(whole["choices"].size(), 2u);
+  for (const Json& choice : whole["choices"]) {
+    EXPECT_EQ(choice["text"], prompt + plain["text"].get<std::string>());
+    EXPECT_EQ(choice["token_ids"], plain["token_ids"]) << "token_ids stay the generated ones";
+  }
+  body["stream"] = true;
+  body["n"] = 1;
+  Stream s = read_stream(post(server, "/v1/completions", body));
+  ASSERT_EQ(s.texts.size(), 6u);
+  EXPECT_EQ(s.texts[0].rfind(prompt, 0), 0u) << "the first chunk carries the prompt";
+  EXPECT_EQ(joined(s.texts), prompt + plain["text"].get<std::string>());
+}
+
 TEST(TextServer, TokenizeAndDetokenizeRoundTrip) {
   FakeServer server(text_setup());
   const std::string text = "Grüße, 世界! 😀 <|im_start|> x  \n\t y";

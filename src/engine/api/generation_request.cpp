@@ -49,6 +49,18 @@ std::vector<LogitBias> get_logit_bias(const Json& body, int vocab_size) {
   return biases;
 }
 
+// The text of a token-id prompt, as the response shows generated ids: decoded (special tokens as
+// skip_special_tokens says), or " 1234" per id without a tokenizer.
+std::string prompt_text(const std::vector<int32_t>& ids, const RequestLimits& limits,
+                        bool skip_special_tokens) {
+  if (limits.tokenizer && limits.tokenizer->get()) {
+    return limits.tokenizer->get()->decode(ids, skip_special_tokens);
+  }
+  std::string text;
+  for (int32_t id : ids) text += " " + std::to_string(id);
+  return text;
+}
+
 // The one pass over the body, in the order the header lists.
 GenerationRequest parse(std::string_view text, const RequestLimits& limits,
                         GenerationEndpoint endpoint) {
@@ -77,7 +89,14 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
       fail("'response_format' is not supported (only {\"type\": \"text\"})", "response_format");
     }
   }
-  if (get_bool(body, "echo").value_or(false)) fail("'echo' is not supported", "echo");
+  const bool echo = get_bool(body, "echo").value_or(false);
+  if (echo && chat) fail("'echo' is only supported by /v1/completions", "echo");
+  if (echo && field(body, "logprobs")) {
+    fail(
+        "'echo' with 'logprobs' is not supported: it needs the prompt's logprobs, which this "
+        "server does not compute; drop one of them",
+        "echo");
+  }
   if (chat) {
     if (get_bool(body, "continue_final_message").value_or(false)) {
       fail("'continue_final_message' is not supported", "continue_final_message");
@@ -90,6 +109,7 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   GenerationRequest r;
   EngineRequest& e = r.engine;
   e.n = n;
+  bool echo_ids = false;  // echo a token-id prompt: its text once skip_special_tokens is known
   if (chat) {
     e.prompt = chat_prompt_ids(body, limits);
   } else {
@@ -109,10 +129,12 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
       e.prompt = tokenizer.encode(p->get_ref<const std::string&>(), options);
       if (e.prompt.empty()) fail("'prompt' is empty", "prompt");
       check_encoded_ids(e.prompt, limits, "prompt");
+      if (echo) r.echo_text = p->get<std::string>();
     } else {
       if (!p->is_array()) fail("'prompt' must be a string or an array of token ids", "prompt");
       if (p->empty()) fail("'prompt' is empty", "prompt");
       e.prompt = get_token_ids(*p, limits.vocab_size, where, "prompt");
+      echo_ids = echo;
     }
   }
 
@@ -161,6 +183,7 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   std::erase(r.stop_strings, std::string());  // an empty stop string would match everywhere
   if (!r.stop_strings.empty()) require_tokenizer(limits, "'stop' strings", "stop");
   r.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
+  if (echo_ids) r.echo_text = prompt_text(e.prompt, limits, r.skip_special_tokens);
 
   // Sampling.
   const double temperature = get_number(body, "temperature").value_or(1.0);

@@ -6,10 +6,10 @@
 //               completions need "prompt"
 //   choices     n (default 1, at most kMaxChoices: that many sequences of the prompt)
 //   refusals    anything that would change the output in a way this server does not do is refused
-//               rather than ignored: best_of other than n, echo; completions: suffix; chat:
-//               tools, tool_choice other than "none"/"auto", a response_format other than
-//               {"type": "text"}, continue_final_message. Unknown fields are ignored (clients
-//               send extras).
+//               rather than ignored: best_of other than n; completions: suffix, echo with
+//               logprobs (prompt logprobs are not computed); chat: echo, tools, tool_choice
+//               other than "none"/"auto", a response_format other than {"type": "text"},
+//               continue_final_message. Unknown fields are ignored (clients send extras).
 //   prompt      completions: "prompt" as text (a string, or an array holding one string; needs the
 //               tokenizer, encoded with add_special_tokens, default true) or as token ids (an
 //               array, or an array holding one such array); chat: "messages" through the chat
@@ -31,6 +31,7 @@
 //               chat "logprobs": true with "top_logprobs": k (which needs it), k in
 //               [0, kMaxTopLogprobs]
 //   streaming   stream, stream_options.include_usage (only with stream)
+//   echo        completions: the prompt's text before each choice's text (echo_text)
 //
 // Never throws on any input: every problem becomes a RequestError with the HTTP status, a message
 // naming the field and the fix, and the field as `param`. Pure function; thread-safe.
@@ -61,6 +62,9 @@ struct GenerationRequest {
   bool include_usage = false;  // stream_options.include_usage: a final chunk with usage
   std::vector<std::string> stop_strings;
   bool skip_special_tokens = true;
+  // "echo" (completions): the prompt's text, which starts every choice's text (a text prompt as
+  // sent; token ids decoded as generated ids are). Empty without echo.
+  std::string echo_text;
 };
 
 std::variant<GenerationRequest, RequestError> parse_generation_request(std::string_view body,

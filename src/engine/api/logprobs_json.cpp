@@ -21,11 +21,8 @@ size_t characters(const std::string& text) {
 
 }  // namespace
 
-LogprobsJson::LogprobsJson(GenerationEndpoint layout, const Tokenizer* tokenizer,
-                           size_t initial_offset)
-    : chat_(layout == GenerationEndpoint::kChatCompletions),
-      tokenizer_(tokenizer),
-      next_offset_(initial_offset) {}
+LogprobsJson::LogprobsJson(GenerationEndpoint layout, const Tokenizer* tokenizer)
+    : chat_(layout == GenerationEndpoint::kChatCompletions), tokenizer_(tokenizer) {}
 
 std::string LogprobsJson::text_of(int32_t id) const {
   if (tokenizer_) return tokenizer_->decode(std::span<const int32_t>(&id, 1), false);

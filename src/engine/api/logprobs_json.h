@@ -5,7 +5,7 @@
 //   "text_offset": [...]}. Each top_logprobs object holds the k most likely ids and the sampled
 //   one (OpenAI's "up to logprobs + 1" entries), keyed by their text; a text that two ids share
 //   keeps the likelier. text_offset is each token's offset in the concatenated token texts, in
-//   Unicode characters, from `initial_offset` (the echoed prompt's length), as vLLM counts it.
+//   Unicode characters, as vLLM counts it.
 // - chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
 //   "bytes"}, ...]}]} with exactly the k most likely ids in top_logprobs.
 //
@@ -33,7 +33,7 @@ namespace gpufrac::engine {
 class LogprobsJson {
  public:
   // `tokenizer` may be null (ids as text).
-  LogprobsJson(GenerationEndpoint layout, const Tokenizer* tokenizer, size_t initial_offset = 0);
+  LogprobsJson(GenerationEndpoint layout, const Tokenizer* tokenizer);
 
   // One generated token: GeneratedToken::logprobs (the sampled token's, then the top ones).
   void add(std::span<const TokenLogprob> logprobs);
@@ -47,7 +47,7 @@ class LogprobsJson {
 
   bool chat_;
   const Tokenizer* tokenizer_;
-  size_t next_offset_;
+  size_t next_offset_ = 0;
   size_t count_ = 0;
   Json tokens_, token_logprobs_, top_logprobs_, text_offset_;  // completions
   Json content_;                                               // chat

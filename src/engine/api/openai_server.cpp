@@ -98,6 +98,7 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.text.skip_special_tokens = generation.skip_special_tokens;
   setup.logprobs = generation.engine.logprobs >= 0;
   setup.choices = generation.engine.n;
+  setup.echo_text = std::move(generation.echo_text);
   std::shared_ptr<RequestSink> sink = generation.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip

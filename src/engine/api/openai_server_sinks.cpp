@@ -4,6 +4,7 @@
 #include <charconv>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "engine/api/logprobs_json.h"
 
@@ -62,15 +63,17 @@ std::string_view finish_reason_json(FinishReason reason) {
 
 // What a sink keeps per choice.
 struct ChoiceState {
-  explicit ChoiceState(const SinkSetup& setup) : text(setup.tokenizer, setup.text) {
+  explicit ChoiceState(const SinkSetup& setup)
+      : text(setup.tokenizer, setup.text), echo(setup.echo_text), content(setup.echo_text) {
     if (setup.logprobs) logprobs.emplace(setup.endpoint, setup.tokenizer);
   }
   GeneratedText text;
+  std::string echo;  // streamed: the echoed prompt, until the choice's first chunk takes it
   std::optional<LogprobsJson> logprobs;
   FinishReason finish = FinishReason::kNone;  // once known (kStop for a stop string)
   bool role_sent = false;                     // streamed chat: the role chunk went out
   std::vector<int32_t> tokens;                // buffered
-  std::string content;                        // buffered
+  std::string content;                        // buffered: the echo, then the generated text
 };
 
 std::vector<ChoiceState> make_choices(const SinkSetup& setup) {
@@ -137,11 +140,15 @@ class StreamingSink : public RequestSink {
 
  private:
   void send_completion_chunk(int index, const std::string& delta, int32_t token) {
+    ChoiceState& choice = choices_[size_t(index)];
+    const std::string echoed =
+        choice.echo.empty() ? std::string() : std::exchange(choice.echo, {}) + delta;
+    const std::string& text = echoed.empty() ? delta : echoed;
     send_chunk(
         index,
         [&](std::string& out) {
           out += "\"text\":";
-          append_json_string(out, delta);
+          append_json_string(out, text);
           out += ",\"token_ids\":[";
           append_int(out, token);
           out += ']';

@@ -47,6 +47,7 @@ struct SinkSetup {
   GeneratedTextOptions text;
   bool logprobs = false;  // the request asked for logprobs (EngineRequest::logprobs >= 0)
   int choices = 1;        // EngineRequest::n
+  std::string echo_text;  // completions "echo": starts each choice's text (its first chunk)
 };
 
 std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);
