@@ -165,10 +165,13 @@ void Engine::admit(Pending& p) {
   requests_[p.id] = Request{r.n, r.n, {}};
   for (int choice = 0; choice < r.n; ++choice) {
     const uint64_t id = p.id + uint64_t(choice);
+    const bool last = choice + 1 == r.n;  // takes the request's prompt and stop rules
     sampling.seed = r.seed ? *r.seed + uint64_t(choice) : mix_seed(options_.seed, id);
     LogitAdjustmentTable adjustments(r.prompt, r.logit_bias, r.penalties);
-    auto sequence = std::make_unique<Sequence>(
-        id, r.prompt, r.stop, sampling, runner_.config().eos_token_ids, std::move(adjustments));
+    auto sequence =
+        std::make_unique<Sequence>(id, last ? std::move(p.request.prompt) : r.prompt,
+                                   last ? std::move(p.request.stop) : r.stop, sampling,
+                                   runner_.config().eos_token_ids, std::move(adjustments));
     scheduler_.add(sequence.get());
     active_[id] = Active{std::move(sequence), p.sink, p.arrival_ns, 0, r.logprobs, p.id, choice};
   }
