@@ -416,7 +416,9 @@ TEST(TextServer, NChoicesStreamedByIndexAndListedInOrder) {
     }
     EXPECT_EQ(streamed, texts) << path;
     EXPECT_EQ(finishes, std::vector<int>(3, 1));
-    if (chat) EXPECT_EQ(roles, std::vector<int>(3, 1));
+    if (chat) {
+      EXPECT_EQ(roles, std::vector<int>(3, 1));
+    }
     EXPECT_EQ(usage["completion_tokens"], 27);
   }
 }
