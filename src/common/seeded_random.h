@@ -12,11 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
-#if defined(__CUDACC__)
-#define GPUFRAC_HOST_DEVICE __host__ __device__
-#else
-#define GPUFRAC_HOST_DEVICE
-#endif
+#include "common/host_device.h"
 
 namespace gpufrac {
 

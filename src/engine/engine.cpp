@@ -15,6 +15,7 @@ namespace {
 
 void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
   if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
+  if (r.n < 1) throw std::invalid_argument("n must be at least 1");
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= config.vocab_size) throw std::invalid_argument("token id out of vocabulary");
   }
@@ -23,6 +24,14 @@ void check_request(const EngineRequest& r, const ModelConfig& config, int max_mo
   }
   if (static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens > max_model_len) {
     throw std::invalid_argument("prompt + max_tokens exceeds max_model_len");
+  }
+  for (const LogitBias& b : r.logit_bias) {
+    if (b.id < 0 || b.id >= config.vocab_size) {
+      throw std::invalid_argument("logit_bias id out of vocabulary");
+    }
+  }
+  if (r.logprobs < -1 || r.logprobs > kMaxTopLogprobs) {
+    throw std::invalid_argument("logprobs must be in [-1, kMaxTopLogprobs]");
   }
 }
 
@@ -113,7 +122,13 @@ void Engine::loop() {
     for (Pending& p : incoming_local_) admit(p);
     incoming_local_.clear();
     // After admission, so that a cancel racing its own submit finds the request.
-    for (const EarlyFinish& f : early_finishes_local_) finish(f.id, f.reason);
+    for (const EarlyFinish& f : early_finishes_local_) {
+      if (f.reason == FinishReason::kCancelled) {
+        finish_request(f.id, f.reason);
+      } else {
+        finish(f.id, f.reason);
+      }
+    }
     early_finishes_local_.clear();
     bool submitted = scheduler_.has_work() && submit_step();
     // One step stays on the device while the previous one's tokens are delivered.
@@ -146,13 +161,24 @@ void Engine::admit(Pending& p) {
   sampling.temperature = r.temperature;
   sampling.top_k = r.top_k;
   sampling.top_p = r.top_p;
-  sampling.seed = r.seed ? *r.seed : mix_seed(options_.seed, p.id);
+  sampling.min_p = r.min_p;
+  sampling.penalties = r.penalties;
+  sampling.logprobs = r.logprobs;
   sampling.generated = r.resumed_tokens;  // the draw this run starts at
-  auto sequence =
-      std::make_unique<Sequence>(p.id, std::move(p.request.prompt), std::move(p.request.stop),
-                                 sampling, runner_.config().eos_token_ids);
-  scheduler_.add(sequence.get());
-  active_[p.id] = Active{std::move(sequence), std::move(p.sink), {.arrival_ns = p.arrival_ns}};
+  requests_[p.id] = Request{r.n, r.n, {}};
+  for (int choice = 0; choice < r.n; ++choice) {
+    const uint64_t id = p.id + uint64_t(choice);
+    const bool last = choice + 1 == r.n;  // takes the request's prompt and stop rules
+    sampling.seed = r.seed ? *r.seed + uint64_t(choice) : mix_seed(options_.seed, id);
+    LogitAdjustmentTable adjustments(r.prompt, r.logit_bias, r.penalties);
+    auto sequence =
+        std::make_unique<Sequence>(id, last ? std::move(p.request.prompt) : r.prompt,
+                                   last ? std::move(p.request.stop) : r.stop, sampling,
+                                   runner_.config().eos_token_ids, std::move(adjustments));
+    scheduler_.add(sequence.get());
+    active_[id] = Active{std::move(sequence), p.sink, {.arrival_ns = p.arrival_ns}, r.logprobs,
+                         p.id, choice};
+  }
 }
 
 bool Engine::submit_step() {
@@ -169,6 +195,7 @@ bool Engine::submit_step() {
   InFlightStep& record = in_flight_[steps_submitted_ % 2];
   record.ids.clear();
   record.sampled.clear();
+  record.wants_logprobs = false;
   for (const ScheduledChunk& c : out.chunks) record.ids.push_back(c.sequence->id());
   batch_.sequences.clear();
   try {
@@ -205,6 +232,9 @@ bool Engine::submit_step() {
     c.sequence->append_pending_token(step, static_cast<int32_t>(record.sampled.size()));
     record.sampled.push_back(c.sequence->id());
   }
+  for (const SequenceWork& work : batch_.sequences) {
+    record.wants_logprobs |= work.sample && work.sampling.logprobs >= 0;
+  }
   ++steps_submitted_;
   ++in_flight_count_;
   return true;
@@ -225,6 +255,10 @@ void Engine::collect_step() {
                                " tokens for " + std::to_string(step.sampled.size()) +
                                " sampled sequences");
     }
+    if (step.wants_logprobs &&
+        result_.logprobs.size() != step.sampled.size() * size_t(kLogprobsStride)) {
+      throw std::runtime_error("runner returned no logprobs for a step that asked for them");
+    }
   } catch (const std::exception& e) {
     log_error("engine: step failed, failing ", step.ids.size(), " requests: ", e.what());
     fail_requests(step.ids, e.what());
@@ -239,30 +273,60 @@ void Engine::collect_step() {
     int32_t token = result_.next_tokens[row];
     metrics_.observe_token(a.times, s->prompt_len(), now);
     FinishReason reason = s->resolve_pending_token(token);
-    a.sink->on_token(token, reason);
+    GeneratedToken generated{a.choice, token, reason, {}};
+    if (a.logprobs >= 0) {
+      generated.logprobs = std::span<const TokenLogprob>(result_.logprobs)
+                               .subspan(row * kLogprobsStride, size_t(1 + a.logprobs));
+    }
+    a.sink->on_token(generated);
     if (reason != FinishReason::kNone) finish(s->id(), reason);
   }
 }
 
-void Engine::fail_requests(const std::vector<uint64_t>& ids, const std::string& error) {
-  for (uint64_t id : ids) finish(id, FinishReason::kError, error);
+void Engine::fail_requests(const std::vector<uint64_t>& choice_ids, const std::string& error) {
+  for (uint64_t id : choice_ids) {
+    auto it = active_.find(id);
+    if (it != active_.end()) finish_request(it->second.request_id, FinishReason::kError, error);
+  }
 }
 
-void Engine::finish(uint64_t id, FinishReason reason, std::string error) {
-  auto it = active_.find(id);
+void Engine::finish_request(uint64_t request_id, FinishReason reason, const std::string& error) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  const int choices = it->second.choices;  // `it` dies with the last choice
+  for (int choice = 0; choice < choices; ++choice) {
+    finish(request_id + uint64_t(choice), reason, error);
+  }
+}
+
+void Engine::finish(uint64_t choice_id, FinishReason reason, std::string error) {
+  auto it = active_.find(choice_id);
   if (it == active_.end()) return;
   Active& a = it->second;
   scheduler_.finish(a.sequence.get());
-  RequestOutcome outcome{reason, a.sequence->prompt_len(), a.sequence->num_output_tokens(),
-                         std::move(error)};
-  metrics_.observe_finish(
-      a.times,
-      {reason, outcome.prompt_tokens, outcome.completion_tokens, a.sequence->stop().max_tokens},
-      monotonic_ns());
+  auto request = requests_.find(a.request_id);
+  RequestOutcome& outcome = request->second.outcome;
+  outcome.prompt_tokens = a.sequence->prompt_len();
+  outcome.completion_tokens += a.sequence->num_output_tokens();
+  if (reason == FinishReason::kError) {
+    if (outcome.reason != FinishReason::kError) outcome.error = std::move(error);
+    outcome.reason = reason;
+  } else if (outcome.reason != FinishReason::kError &&
+             (reason == FinishReason::kCancelled || outcome.reason != FinishReason::kCancelled)) {
+    outcome.reason = reason;
+  }
+  const RequestTimes times = a.times;
+  const int64_t max_tokens = a.sequence->stop().max_tokens;
   std::shared_ptr<RequestSink> sink = std::move(a.sink);
   active_.erase(it);
+  if (--request->second.open > 0) return;
+  RequestOutcome finished = std::move(outcome);
+  requests_.erase(request);
+  metrics_.observe_finish(
+      times, {finished.reason, finished.prompt_tokens, finished.completion_tokens, max_tokens},
+      monotonic_ns());
   publish_gauges();  // whoever hears of the finish sees its blocks freed
-  sink->on_finish(outcome);
+  sink->on_finish(finished);
 }
 
 void Engine::publish_gauges() {

@@ -17,12 +17,14 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 Sequence::Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop,
-                   SamplingParams sampling, std::span<const int32_t> eos_token_ids)
+                   SamplingParams sampling, std::span<const int32_t> eos_token_ids,
+                   LogitAdjustmentTable adjustments)
     : id_(id),
       prompt_len_(static_cast<int64_t>(prompt.size())),
       tokens_(std::move(prompt)),
       stop_(std::move(stop)),
-      sampling_(sampling) {
+      sampling_(sampling),
+      adjustments_(std::move(adjustments)) {
   // Room for every token this sequence may reach: appending never reallocates mid-flight.
   tokens_.reserve(tokens_.size() + std::max(stop_.max_tokens, 0));
   if (!stop_.ignore_eos) eos_ids_.assign(eos_token_ids.begin(), eos_token_ids.end());
@@ -31,6 +33,7 @@ Sequence::Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop,
     if (!contains(suppressed_ids_, id)) suppressed_ids_.push_back(id);
   }
   sampling_.suppressed_ids = {};
+  sampling_.adjustments = {};
 }
 
 bool Sequence::contains(const std::vector<int32_t>& ids, int32_t token) {
@@ -40,6 +43,7 @@ bool Sequence::contains(const std::vector<int32_t>& ids, int32_t token) {
 SamplingParams Sequence::sampling_for_step() const {
   SamplingParams params = sampling_;
   params.generated = sampling_.generated + num_generated();
+  params.adjustments = adjustments_.entries();
   if (num_generated() < stop_.min_tokens) params.suppressed_ids = suppressed_ids_;
   return params;
 }
@@ -47,6 +51,7 @@ SamplingParams Sequence::sampling_for_step() const {
 FinishReason Sequence::append_token(int32_t token) {
   if (num_pending_ > 0) throw std::logic_error("append_token while a placeholder is pending");
   tokens_.push_back(token);
+  adjustments_.count_output(token);
   return finish_reason_at(num_tokens() - 1);
 }
 
@@ -62,6 +67,7 @@ FinishReason Sequence::resolve_pending_token(int32_t token) {
   if (num_pending_ == 0) throw std::logic_error("resolve_pending_token with nothing pending");
   int64_t index = num_tokens() - num_pending_;
   tokens_[size_t(index)] = token;
+  adjustments_.count_output(token);
   --num_pending_;
   return finish_reason_at(index);
 }

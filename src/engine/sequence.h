@@ -1,6 +1,7 @@
-// Sequence: one request's state inside the engine — its tokens (prompt, then generated), how many
-// of them have K/V in the cache, its KV block table, its sampling parameters and the rules that
-// end it (max_tokens, min_tokens, EOS unless ignore_eos, stop_token_ids).
+// Sequence: one generated sequence inside the engine (a request's choice) — its tokens (prompt,
+// then generated), how many of them have K/V in the cache, its KV block table, its sampling
+// parameters with the logit adjustments its tokens feed (logit_adjustment_table.h) and the rules
+// that end it (max_tokens, min_tokens, EOS unless ignore_eos, stop_token_ids).
 //
 // After a preemption by recompute, num_computed drops to 0 and the whole known token list
 // (prompt + generated so far) is prefilled again; sampling stays reproducible because
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/logit_adjustment_table.h"
 #include "engine/model/runner.h"
 
 namespace gpufrac::engine {
@@ -40,9 +42,9 @@ class Sequence {
  public:
   // `eos_token_ids` come from the model's config; `sampling.generated` is the draw number of
   // the first token (0, or what an interrupted run of the request had generated); the per-step
-  // draw number and `suppressed_ids` are filled in by sampling_for_step().
+  // draw number, `suppressed_ids` and `adjustments` are filled in by sampling_for_step().
   Sequence(uint64_t id, std::vector<int32_t> prompt, StopCriteria stop, SamplingParams sampling,
-           std::span<const int32_t> eos_token_ids);
+           std::span<const int32_t> eos_token_ids, LogitAdjustmentTable adjustments = {});
 
   uint64_t id() const { return id_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
@@ -59,8 +61,9 @@ class Sequence {
   bool reached_max_tokens() const { return num_generated() >= stop_.max_tokens; }
 
   // The sampling parameters of this step: `generated` set (the first draw number plus the tokens
-  // generated so far), and EOS/stop ids suppressed while fewer than min_tokens were generated.
-  // The span points into this sequence.
+  // generated so far), the adjustments of the known tokens, and EOS/stop ids suppressed while
+  // fewer than min_tokens were generated. The spans point into this sequence and stay valid until
+  // its next token is appended or resolved.
   SamplingParams sampling_for_step() const;
 
   // Appends a sampled token and says whether it ends the sequence (kStop for EOS or a stop id,
@@ -98,6 +101,7 @@ class Sequence {
   std::vector<int32_t> tokens_;
   StopCriteria stop_;
   SamplingParams sampling_;
+  LogitAdjustmentTable adjustments_;     // counts every token appended or resolved
   std::vector<int32_t> eos_ids_;         // empty when ignore_eos
   std::vector<int32_t> suppressed_ids_;  // EOS (unless ignore_eos) and stop ids, for min_tokens
   int64_t num_pending_ = 0;              // placeholders at the end of tokens_

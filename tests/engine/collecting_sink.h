@@ -1,7 +1,7 @@
-// CollectingSink: a RequestSink for engine tests. Keeps every token delivered and the outcome,
-// counts finishes, and lets a test wait for the finish. An optional hook runs after each token
-// is recorded, outside the sink's lock, with the number of tokens so far (the stop tests call
-// Engine::stop_request from it, as the server does when a stop string matches).
+// CollectingSink: a RequestSink for engine tests. Keeps every token delivered (with its choice and
+// logprobs) and the outcome, counts finishes, and lets a test wait for the finish. An optional hook
+// runs after each token is recorded, outside the sink's lock, with the number of tokens so far (the
+// stop tests call Engine::stop_request from it, as the server does when a stop string matches).
 // Thread-safe: the engine thread delivers while the test thread reads.
 #pragma once
 
@@ -23,11 +23,13 @@ class CollectingSink : public RequestSink {
   CollectingSink() = default;
   explicit CollectingSink(TokenHook after_token) : after_token_(std::move(after_token)) {}
 
-  void on_token(int32_t token, FinishReason) override {
+  void on_token(const GeneratedToken& token) override {
     int count = 0;
     {
       std::lock_guard lock(mutex_);
-      tokens_.push_back(token);
+      tokens_.push_back(token.id);
+      choices_.push_back(token.choice);
+      logprobs_.emplace_back(token.logprobs.begin(), token.logprobs.end());
       count = int(tokens_.size());
     }
     if (after_token_) after_token_(count);
@@ -46,6 +48,25 @@ class CollectingSink : public RequestSink {
     std::lock_guard lock(mutex_);
     return tokens_;
   }
+  // Per token, its choice index.
+  std::vector<int> choices() {
+    std::lock_guard lock(mutex_);
+    return choices_;
+  }
+  // The tokens of one choice, in order.
+  std::vector<int32_t> tokens_of(int choice) {
+    std::lock_guard lock(mutex_);
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      if (choices_[i] == choice) out.push_back(tokens_[i]);
+    }
+    return out;
+  }
+  // Per token, the logprobs delivered with it (empty when the request asked for none).
+  std::vector<std::vector<TokenLogprob>> logprobs() {
+    std::lock_guard lock(mutex_);
+    return logprobs_;
+  }
   RequestOutcome outcome() {
     std::lock_guard lock(mutex_);
     return outcome_;
@@ -60,6 +81,8 @@ class CollectingSink : public RequestSink {
   std::mutex mutex_;
   std::condition_variable done_;
   std::vector<int32_t> tokens_;
+  std::vector<int> choices_;
+  std::vector<std::vector<TokenLogprob>> logprobs_;
   RequestOutcome outcome_;
   int finishes_ = 0;
 };

@@ -257,9 +257,9 @@ TEST(CpuRunner, OnlySampledSequencesGetTokensAndLogits) {
   EXPECT_EQ(rows.size(), 1u);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0], std::max_element(rows[0].begin(), rows[0].end()) - rows[0].begin());
-  StepResult result{{7}, {1.0f}};  // stale contents from an earlier step
+  StepResult result{{7}, {1.0f}, {TokenLogprob{}}};  // stale contents from an earlier step
   harness.runner().forward(StepBatch{}, result);
-  EXPECT_TRUE(result.next_tokens.empty() && result.logits.empty());
+  EXPECT_TRUE(result.next_tokens.empty() && result.logits.empty() && result.logprobs.empty());
 }
 
 TEST(CpuRunner, GreedyGenerationIsDeterministic) {

@@ -6,6 +6,7 @@ endif()
 
 gpufrac_test(cuda_kernels_test LABEL gpu SOURCES cuda_kernels_test.cpp LIBS gpufrac_engine_cuda)
 gpufrac_test(cuda_fast_path_test LABEL gpu SOURCES cuda_fast_path_test.cpp LIBS gpufrac_engine_cuda)
+gpufrac_test(cuda_sampling_test LABEL gpu SOURCES cuda_sampling_test.cpp LIBS gpufrac_engine_cuda)
 gpufrac_test(cuda_runner_test LABEL gpu SOURCES cuda_runner_test.cpp LIBS gpufrac_engine)
 gpufrac_test(cuda_reference_test LABEL gpu SOURCES cuda_reference_test.cpp
              LIBS gpufrac_engine_cuda TIMEOUT 900)

@@ -12,6 +12,8 @@
 // Top-1: the CUDA runner's greedy token must equal the CPU's, except where the CPU's own logit of
 // the CUDA token is within the bound of its maximum (a near tie, counted and printed).
 // Both runners are always fed the CPU's tokens (teacher forcing), so one near tie cannot cascade.
+#include "engine/cuda/cuda_runner.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +26,9 @@
 #include "cuda_test_support.h"
 #include "engine/cpu/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
+#include "engine/logit_adjustment_table.h"
 #include "engine/model/presets.h"
+#include "engine/model/sampler.h"
 #include "engine/runner_factory.h"
 
 namespace gpufrac::engine {
@@ -243,6 +247,123 @@ TEST(CudaRunner, PipelinedPlaceholdersEqualRealTokensBitwise) {
     EXPECT_EQ(got.next_tokens, expected.next_tokens) << "graphs " << graphs << " last step";
     EXPECT_EQ(got.logits, expected.logits) << "graphs " << graphs << " last step";
   }
+}
+
+// Sampling extras through the runner: penalties (a placeholder's token counted on the device),
+// logit_bias, min-p and logprobs, beside a plain row. Runner `pipelined` feeds placeholders with
+// the adjustments of the tokens known before them (as the engine does); `stepwise` feeds the real
+// ids with every token counted. Tokens and logprobs must be identical. On the stepwise runner's
+// raw logits (return_logits) the CPU sampler picks the same greedy ids (up to near ties) and the
+// same logprobs within fp32 noise.
+TEST(CudaRunner, PipelinedSamplingExtrasEqualStepwiseAndTheCpuSampler) {
+  auto pipelined = make_tiny_cuda();
+  auto stepwise = make_tiny_cuda();
+  std::mt19937 rng(43);
+  BlockCounter blocks(kBlockSize);
+  const int vocab = tiny_weights().config.vocab_size;
+  struct Tracked {
+    std::unique_ptr<TestSequence> sequence;
+    LogitAdjustmentTable table;
+    std::vector<LogitAdjustment> before_newest;  // what the engine knows while one is pending
+  };
+  std::vector<Tracked> tracked;
+  auto add = [&](SamplingParams sampling, std::vector<LogitBias> bias) {
+    Tracked t;
+    t.sequence = std::make_unique<TestSequence>();
+    t.sequence->tokens = random_prompt(rng, 9, vocab);
+    t.sequence->blocks = blocks.take(9 + 16);
+    t.sequence->sampling = sampling;
+    t.table = LogitAdjustmentTable(t.sequence->tokens, bias, sampling.penalties);
+    tracked.push_back(std::move(t));
+  };
+  SamplingParams greedy_penalised;
+  greedy_penalised.penalties = {0.3f, 0.7f, 1};
+  greedy_penalised.logprobs = 3;
+  add(greedy_penalised, {});
+  SamplingParams drawn;
+  drawn.temperature = 0.8f;
+  drawn.seed = 5;
+  drawn.min_p = 0.05f;
+  drawn.penalties.repetition = 1.4f;
+  drawn.logprobs = 0;
+  add(drawn, {{int32_t(rng() % uint32_t(vocab)), 2.0f}});
+  add(SamplingParams{}, {{int32_t(rng() % uint32_t(vocab)), -100.0f}});
+  add(SamplingParams{}, {});  // plain, in steps that have extras
+  std::vector<TestSequence*> order;
+  for (Tracked& t : tracked) order.push_back(t.sequence.get());
+
+  auto adjusted = [](std::span<const float> row, const SamplingParams& p, int32_t id) {
+    for (const LogitAdjustment& a : p.adjustments) {
+      if (a.id == id)
+        return adjust_logit(row[size_t(id)], a.bias, a.output_count, a.in_prompt, p.penalties);
+    }
+    return row[size_t(id)];
+  };
+  const std::vector<int32_t> placeholder = {-1};
+  StepResult expected, got;
+  int penalised_changes = 0;
+  for (int step = 0; step < 10; ++step) {
+    StepBatch real = testing::make_step(order, 4096, true);
+    for (size_t i = 0; i < order.size(); ++i) {
+      real.sequences[i].sampling.adjustments = tracked[i].table.entries();
+    }
+    StepBatch fed = real;
+    fed.return_logits = false;
+    if (step > 0) {
+      for (size_t i = 0; i < order.size(); ++i) {
+        fed.sequences[i].tokens = placeholder;
+        fed.sequences[i].previous_sample_row = int32_t(i);
+        fed.sequences[i].sampling.adjustments = tracked[i].before_newest;
+      }
+    }
+    pipelined->submit(fed);
+    if (step > 0) {
+      pipelined->collect(got);
+      EXPECT_EQ(got.next_tokens, expected.next_tokens) << "step " << step;
+      ASSERT_EQ(got.logprobs.size(), expected.logprobs.size());
+      for (size_t j = 0; j < got.logprobs.size(); ++j) {
+        EXPECT_EQ(got.logprobs[j].id, expected.logprobs[j].id) << "step " << step << " entry " << j;
+        EXPECT_EQ(got.logprobs[j].logprob, expected.logprobs[j].logprob) << "step " << step;
+      }
+    }
+    stepwise->forward(real, expected);
+    ASSERT_EQ(expected.next_tokens.size(), order.size());
+    ASSERT_EQ(expected.logprobs.size(), order.size() * kLogprobsStride);
+    for (size_t i = 0; i < order.size(); ++i) {
+      std::span<const float> row(expected.logits.data() + i * size_t(vocab), size_t(vocab));
+      const SamplingParams& p = real.sequences[i].sampling;
+      const int32_t token = expected.next_tokens[i];
+      if (p.temperature == 0) {
+        const int32_t cpu = sample_token(row, p);
+        if (cpu != token) {
+          EXPECT_NEAR(adjusted(row, p, cpu), adjusted(row, p, token), 1e-5) << "step " << step;
+        }
+        penalised_changes += i == 0 && cpu != testing::argmax(row);
+      }
+      const TokenLogprob* gpu = expected.logprobs.data() + i * kLogprobsStride;
+      if (p.logprobs < 0) {
+        EXPECT_EQ(gpu[0].id, -1);
+        continue;
+      }
+      std::vector<TokenLogprob> cpu(kLogprobsStride);
+      token_logprobs(row, token, p.logprobs, cpu);
+      for (int j = 0; j <= p.logprobs; ++j) {
+        EXPECT_EQ(gpu[j].id, cpu[size_t(j)].id) << "step " << step << " row " << i;
+        EXPECT_NEAR(gpu[j].logprob, cpu[size_t(j)].logprob, 1e-4) << "step " << step;
+      }
+    }
+    testing::complete_step(order, real);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int32_t token = expected.next_tokens[i];
+      tracked[i].before_newest.assign(tracked[i].table.entries().begin(),
+                                      tracked[i].table.entries().end());
+      tracked[i].table.count_output(token);
+      order[i]->tokens.push_back(token);
+    }
+  }
+  pipelined->collect(got);
+  EXPECT_EQ(got.next_tokens, expected.next_tokens) << "last step";
+  EXPECT_GT(penalised_changes, 0) << "the penalties never changed a greedy pick: nothing tested";
 }
 
 // serve's limits reach the runner: decode graphs up to --max-num-seqs, buffers for

@@ -60,7 +60,7 @@ void run_iterations(benchmark::State& state, const fakes::FakeRunner& runner) {
 class Resubmitting : public engine::RequestSink, public std::enable_shared_from_this<Resubmitting> {
  public:
   explicit Resubmitting(engine::Engine& engine) : engine_(engine) {}
-  void on_token(int32_t, engine::FinishReason) override {}
+  void on_token(const engine::GeneratedToken&) override {}
   void on_finish(const engine::RequestOutcome& outcome) override {
     if (outcome.reason != engine::FinishReason::kCancelled) submit();
   }

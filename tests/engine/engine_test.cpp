@@ -165,6 +165,66 @@ TEST(Engine, SeedFixesSampledOutput) {
   EXPECT_NE(a, solo_tokens(r));
 }
 
+TEST(Engine, NChoicesAreSeededSequencesOfOnePromptWithOneFinish) {
+  fakes::FakeRunner runner;
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  EngineRequest r = request(prompt_of(6, 9), 7);
+  r.temperature = 1;
+  r.seed = 100;
+  r.n = 3;
+  auto sink = std::make_shared<CollectingSink>();
+  const uint64_t id = engine.new_request_id(3);
+  EXPECT_EQ(engine.new_request_id(), id + 3) << "the three choice ids are reserved";
+  ASSERT_EQ(engine.submit(id, r, sink), Engine::Admission::kAccepted);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->finishes(), 1);
+  EXPECT_EQ(sink->outcome().reason, FinishReason::kLength);
+  EXPECT_EQ(sink->outcome().prompt_tokens, 6);
+  EXPECT_EQ(sink->outcome().completion_tokens, 21);
+  std::vector<std::vector<int32_t>> choices;
+  for (int c = 0; c < 3; ++c) {
+    EngineRequest alone = r;
+    alone.n = 1;
+    alone.seed = 100 + uint64_t(c);  // choice c draws as a request seeded seed + c
+    choices.push_back(sink->tokens_of(c));
+    EXPECT_EQ(choices.back(), solo_tokens(alone)) << "choice " << c;
+  }
+  EXPECT_NE(choices[0], choices[1]);
+  EXPECT_EQ(sink->tokens().size(), 21u);
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_used.load(), 0);
+}
+
+TEST(Engine, StopRequestEndsOneChoiceAndCancelEndsThemAll) {
+  fakes::FakeRunnerOptions slow;
+  slow.step_time = 1ms;
+  fakes::FakeRunner runner(slow);
+  Engine engine(runner, small_engine(64));
+  engine.start();
+  EngineRequest r = request(prompt_of(4, 3), 100);
+  r.n = 2;
+  const uint64_t id = engine.new_request_id(2);
+  // Choice 1 asks to stop at its 2nd token, from on_token, as the server's stop strings do.
+  std::shared_ptr<CollectingSink> sink;
+  sink = std::make_shared<CollectingSink>([&engine, id, &sink](int) {
+    if (sink->tokens_of(1).size() == 2) engine.stop_request(id + 1);
+  });
+  ASSERT_EQ(engine.submit(id, r, sink), Engine::Admission::kAccepted);
+  for (int i = 0; i < 500 && sink->tokens_of(0).size() < 10; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_GE(sink->tokens_of(0).size(), 10u);
+  EXPECT_EQ(sink->tokens_of(1).size(), 2u) << "the stopped choice got nothing more";
+  EXPECT_EQ(sink->finishes(), 0) << "choice 0 still runs";
+  engine.cancel(id);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->finishes(), 1);
+  EXPECT_EQ(sink->outcome().reason, FinishReason::kCancelled);
+  EXPECT_EQ(sink->outcome().completion_tokens, int64_t(sink->tokens().size()));
+  for (int i = 0; i < 500 && engine.metrics().kv_cache_blocks_used.load() != 0; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_used.load(), 0);
+}
+
 TEST(Engine, CancelFreesBlocksOfRunningAndWaitingRequests) {
   fakes::FakeRunnerOptions slow;
   slow.step_time = 2ms;

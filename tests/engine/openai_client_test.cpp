@@ -1,7 +1,8 @@
 // The official OpenAI JavaScript client against `gpufrac serve --model tiny --device cpu` as a
 // process: openai_client_test.js streams a chat completion and a text completion (and their
-// non-streamed twins, a stop string, the model list and two errors) and asserts the fields of the
-// objects the client parses. Needs node and the pinned `openai` package (scripts/install-deps).
+// non-streamed twins, a stop string, the sampling fields — n, logprobs, seed, penalties,
+// logit_bias, echo, ... — the model list and the errors) and asserts the fields of the objects
+// the client parses. Needs node and the pinned `openai` package (scripts/install-deps).
 #include <gtest/gtest.h>
 
 #include <cstdlib>

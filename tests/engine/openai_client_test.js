@@ -1,7 +1,10 @@
 // Drives a running `gpufrac serve` with the official OpenAI JavaScript client (npm `openai`,
 // installed by scripts/install-deps.d/openai-client) and checks the objects it parses: a streamed
 // and a non-streamed chat completion, a streamed and a non-streamed text completion (with a stop
-// string), the model list, and the client's error classes for a 404 and a 400. Exits non-zero
+// string), the sampling fields (n, logprobs in both layouts, seed alone and in a batch, top_k,
+// top_p, min_p, the penalties, logit_bias, stop_token_ids, echo, max_completion_tokens, and the
+// 400 of what is still unsupported), the model list, and the client's error classes for a 404 and
+// a 400. Exits non-zero
 // (an AssertionError with the failing field) on any difference. Run by openai_client_test.cpp:
 //
 //   node openai_client_test.js OPENAI_PACKAGE_DIR BASE_URL MODEL
@@ -133,6 +136,137 @@ async function completion() {
   return text;
 }
 
+async function detokenize(tokens) {
+  const reply = await fetch(`${baseURL}/detokenize`, {
+    method: 'POST',
+    headers: {'Content-Type': 'application/json'},
+    body: JSON.stringify({model, tokens}),
+  });
+  assert.equal(reply.status, 200, '/detokenize status');
+  return (await reply.json()).prompt;
+}
+
+// vLLM's and OpenAI's sampling fields: n, logprobs (both layouts), seed, top_k/top_p/min_p, the
+// penalties, logit_bias, stop_token_ids, echo, max_completion_tokens.
+async function samplingFields() {
+  const prompt = 'The quick brown fox';
+  const base = {model, prompt, max_tokens: 8, temperature: 1, ignore_eos: true};
+
+  // n: 3 choices, in order, streamed under their index; usage sums them.
+  const three = await client.completions.create({...base, n: 3, seed: 3});
+  assert.equal(three.choices.length, 3, 'n: 3 choices');
+  three.choices.forEach((c, i) => assert.equal(c.index, i, 'choice index'));
+  assert.equal(three.usage.completion_tokens, 24, 'usage sums the choices');
+  const streamedThree = ['', '', ''];
+  for await (
+      const chunk of await client.completions.create({...base, n: 3, seed: 3, stream: true})) {
+    for (const c of chunk.choices) streamedThree[c.index] += c.text;
+  }
+  assert.deepEqual(streamedThree, three.choices.map((c) => c.text), 'n: streamed by index');
+
+  // seed: the same text twice at temperature 1, alone or in one batch with other requests.
+  const seeded = {...base, seed: 7};
+  const first = await client.completions.create(seeded);
+  const again = await client.completions.create(seeded);
+  assert.equal(again.choices[0].text, first.choices[0].text, 'seed 7: the same text');
+  const batch = await Promise.all([
+    client.completions.create(seeded),
+    client.completions.create({...base, seed: 8}),
+    client.completions.create(seeded),
+  ]);
+  assert.equal(batch[0].choices[0].text, first.choices[0].text, 'seed 7 in a batch');
+  assert.equal(batch[2].choices[0].text, first.choices[0].text, 'seed 7 in a batch');
+
+  // Completions logprobs: 2 top logprobs per token (and the sampled one: OpenAI's "up to k + 1").
+  const withLogprobs = await client.completions.create({...seeded, logprobs: 2});
+  assert.equal(withLogprobs.choices[0].text, first.choices[0].text, 'logprobs change no token');
+  const lp = withLogprobs.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 8, 'a logprob per token');
+  assert.equal(lp.token_logprobs.length, 8);
+  assert.equal(lp.text_offset.length, 8);
+  assert.equal(lp.tokens.join(''), first.choices[0].text, 'the tokens spell the text');
+  lp.top_logprobs.forEach((top, i) => {
+    const entries = Object.entries(top);
+    assert.ok(
+        entries.length === 2 || entries.length === 3, `top_logprobs[${i}]: ${entries.length}`);
+    assert.equal(top[lp.tokens[i]], lp.token_logprobs[i], 'the sampled token is listed');
+    for (const [, value] of entries) assert.ok(value <= 0, 'a log-probability');
+    if (i > 0) assert.ok(lp.text_offset[i] > lp.text_offset[i - 1], 'offsets grow');
+  });
+
+  // Chat logprobs + top_logprobs: 2, OpenAI's content layout.
+  const chatLogprobs = await client.chat.completions.create({
+    model,
+    messages: [{role: 'user', content: 'Count to three.'}],
+    max_tokens: 6,
+    seed: 5,
+    logprobs: true,
+    top_logprobs: 2,
+    ignore_eos: true,
+  });
+  const content = chatLogprobs.choices[0].logprobs.content;
+  assert.equal(content.length, 6, 'a content entry per token');
+  for (const entry of content) {
+    assert.equal(typeof entry.token, 'string');
+    assert.ok(entry.logprob <= 0);
+    assert.ok(Array.isArray(entry.bytes) && entry.bytes.every((b) => Number.isInteger(b)));
+    assert.equal(entry.top_logprobs.length, 2, 'top_logprobs: 2');
+    assert.ok(entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob, 'likeliest first');
+    assert.ok(entry.top_logprobs[0].logprob >= entry.logprob, 'nothing beats the top one');
+  }
+
+  // Every sampling field at once is accepted; a +100 logit_bias then wins every draw.
+  const hello = 9707;
+  const helloText = await detokenize([hello]);
+  const everything = await client.completions.create({
+    ...base,
+    max_tokens: 16,
+    max_completion_tokens: 4,
+    seed: 1,
+    top_k: 50,
+    top_p: 0.95,
+    min_p: 0.01,
+    presence_penalty: 0.5,
+    frequency_penalty: 0.3,
+    repetition_penalty: 1.1,
+    logit_bias: {[hello]: 100},
+    echo: true,
+  });
+  assert.equal(everything.usage.completion_tokens, 4, 'max_completion_tokens before max_tokens');
+  assert.equal(
+      everything.choices[0].text, prompt + helloText.repeat(4), 'echo, then the biased id');
+
+  // stop_token_ids: the biased id is also a stop id, so the first token ends the choice.
+  const stopped = await client.completions.create({
+    ...base,
+    logit_bias: {[hello]: 100},
+    stop_token_ids: [hello],
+    ignore_eos: false,
+  });
+  assert.equal(stopped.choices[0].finish_reason, 'stop');
+  assert.equal(stopped.usage.completion_tokens, 1);
+  assert.equal(stopped.choices[0].text, '', 'a stop id adds no text');
+
+  // Still unsupported: a clear 400 naming the field.
+  await assert.rejects(
+      client.chat.completions.create({
+        model,
+        messages: [{role: 'user', content: 'x'}],
+        tools: [{type: 'function', function: {name: 'f', parameters: {}}}],
+      }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools',
+  );
+  await assert.rejects(
+      client.chat.completions.create({
+        model,
+        messages: [{role: 'user', content: 'x'}],
+        response_format: {type: 'json_object'},
+      }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format',
+  );
+  return three.choices.length;
+}
+
 async function modelsAndErrors() {
   const models = await client.models.list();
   assert.equal(models.data[0].id, model);
@@ -150,6 +284,7 @@ async function modelsAndErrors() {
 (async () => {
   const chatText = await chat();
   const completionText = await completion();
+  await samplingFields();
   await modelsAndErrors();
   console.log(JSON.stringify({ chat: chatText, completion: completionText }));
   console.log("openai client: all checks passed");

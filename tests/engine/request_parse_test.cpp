@@ -61,6 +61,34 @@ TEST(RequestParse, EveryKnownField) {
   EXPECT_EQ(ok(R"({"prompt":[7],"top_k":-1})").engine.top_k, 0);
 }
 
+TEST(RequestParse, PenaltiesMinPAndLogitBias) {
+  GenerationRequest r = ok(R"({"prompt":[7],"presence_penalty":0.5,"frequency_penalty":-1.5,
+      "repetition_penalty":1.3,"min_p":0.05,"logit_bias":{"3":-100,"42":2.5},
+      "max_completion_tokens":5,"max_tokens":9})");
+  EXPECT_FLOAT_EQ(r.engine.penalties.presence, 0.5f);
+  EXPECT_FLOAT_EQ(r.engine.penalties.frequency, -1.5f);
+  EXPECT_FLOAT_EQ(r.engine.penalties.repetition, 1.3f);
+  EXPECT_FLOAT_EQ(r.engine.min_p, 0.05f);
+  ASSERT_EQ(r.engine.logit_bias.size(), 2u);
+  EXPECT_EQ(r.engine.logit_bias[0].id, 3);
+  EXPECT_EQ(r.engine.logit_bias[0].bias, -100.0f);
+  EXPECT_EQ(r.engine.logit_bias[1].id, 42);
+  EXPECT_EQ(r.engine.logit_bias[1].bias, 2.5f);
+  EXPECT_EQ(r.engine.stop.max_tokens, 5) << "max_completion_tokens comes before max_tokens";
+  GenerationRequest neutral = ok(R"({"prompt":[7],"presence_penalty":0,"frequency_penalty":0,
+      "repetition_penalty":1,"min_p":0,"logit_bias":{}})");
+  EXPECT_FALSE(neutral.engine.penalties.active());
+  EXPECT_TRUE(neutral.engine.logit_bias.empty());
+  EXPECT_EQ(neutral.engine.min_p, 0.0f);
+  EXPECT_EQ(neutral.engine.logprobs, -1);
+  EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":2})").engine.logprobs, 2);
+  EXPECT_EQ(ok(R"({"prompt":[7],"logprobs":0})").engine.logprobs, 0);
+  EXPECT_EQ(neutral.engine.n, 1);
+  EXPECT_EQ(ok(R"({"prompt":[7],"n":3,"best_of":3})").engine.n, 3);
+  EXPECT_EQ(ok(R"({"prompt":[7,42],"echo":true})").echo_text, " 7 42") << "ids as generated ids";
+  EXPECT_EQ(ok(R"({"prompt":[7,42],"echo":false})").echo_text, "");
+}
+
 TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
   struct Case {
     std::string body;
@@ -105,11 +133,27 @@ TEST(RequestParse, ErrorsNameTheFieldAndStatus) {
       {R"({"prompt":[1],"stop_token_ids":[5000]})", 400, "stop_token_ids", "vocabulary"},
       {R"({"prompt":[1],"stop":"\n"})", 400, "stop", "tokenizer"},
       {R"({"prompt":[1],"stop":5})", 400, "stop", "string"},
-      {R"({"prompt":[1],"n":2})", 400, "n", "= 1"},
-      {R"({"prompt":[1],"echo":true})", 400, "echo", "not supported"},
-      {R"({"prompt":[1],"logprobs":1})", 400, "logprobs", "not supported"},
-      {R"({"prompt":[1],"frequency_penalty":0.5})", 400, "frequency_penalty", "not supported"},
-      {R"({"prompt":[1],"logit_bias":{"5":1}})", 400, "logit_bias", "not supported"},
+      {R"({"prompt":[1],"n":0})", 400, "n", "between 1 and 128"},
+      {R"({"prompt":[1],"n":129})", 400, "n", "between 1 and 128"},
+      {R"({"prompt":[1],"n":2,"best_of":3})", 400, "best_of", "not supported"},
+      {R"({"prompt":[1],"best_of":2})", 400, "best_of", "not supported"},
+      {R"({"prompt":[1],"echo":true,"logprobs":1})", 400, "echo", "prompt's logprobs"},
+      {R"({"prompt":[1],"echo":"yes"})", 400, "echo", "true or false"},
+      {R"({"prompt":[1],"logprobs":21})", 400, "logprobs", "between 0 and 20"},
+      {R"({"prompt":[1],"logprobs":true})", 400, "logprobs", "integer"},
+      {R"({"prompt":[1],"frequency_penalty":2.5})", 400, "frequency_penalty", "between -2 and 2"},
+      {R"({"prompt":[1],"presence_penalty":-3})", 400, "presence_penalty", "between -2 and 2"},
+      {R"({"prompt":[1],"presence_penalty":"x"})", 400, "presence_penalty", "number"},
+      {R"({"prompt":[1],"repetition_penalty":0})", 400, "repetition_penalty", "greater than 0"},
+      {R"({"prompt":[1],"min_p":1.5})", 400, "min_p", "between 0 and 1"},
+      {R"({"prompt":[1],"logit_bias":[1]})", 400, "logit_bias", "object"},
+      {R"({"prompt":[1],"logit_bias":{"x":1}})", 400, "logit_bias", "decimal"},
+      {R"({"prompt":[1],"logit_bias":{"5x":1}})", 400, "logit_bias", "decimal"},
+      {R"({"prompt":[1],"logit_bias":{"1000":1}})", 400, "logit_bias", "outside the vocabulary"},
+      {R"({"prompt":[1],"logit_bias":{"5":101}})", 400, "logit_bias", "between -100 and 100"},
+      {R"({"prompt":[1],"logit_bias":{"5":"1"}})", 400, "logit_bias", "logit_bias[\"5\"]"},
+      {R"({"prompt":[1],"max_completion_tokens":64})", 400, "max_completion_tokens",
+       "maximum context length"},
   };
   for (const Case& c : cases) {
     RequestError e = error(c.body);

@@ -213,7 +213,7 @@ TEST(Server, EveryErrorPathAnswersOpenAiStyleAndServingGoesOn) {
   expect_openai_error(post(R"({"model":"gpt-4","prompt":[1]})"), 404, "does not exist");
   expect_openai_error(post(R"({"prompt":[1000]})"), 400, "outside the vocabulary");
   expect_openai_error(post(R"({"prompt":[1,2,3],"max_tokens":30})"), 400, "maximum context length");
-  expect_openai_error(post(R"({"prompt":[1],"n":3})"), 400, "n");
+  expect_openai_error(post(R"({"prompt":[1],"n":300})"), 400, "n");
   std::string big = R"({"prompt":[)" + std::string(5000, '1') + "]}";
   expect_openai_error(post(big), 413, "");
   expect_openai_error(http_exchange(port, "GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n"), 404, "");

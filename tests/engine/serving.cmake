@@ -6,7 +6,9 @@ target_link_libraries(gpufrac_fake_runner PUBLIC gpufrac_common)
 gpufrac_test(engine_serving_unit_test LABEL unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/kv_block_allocator_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/logit_adjustment_table_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/engine_sampling_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/engine_stop_request_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/request_parse_test.cpp

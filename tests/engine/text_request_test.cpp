@@ -116,6 +116,14 @@ TEST(TextRequest, TextPromptsAreEncoded) {
             (std::vector<int32_t>{151644, 872, 198, 13048, 0}));
   // Token ids still bypass the tokenizer.
   EXPECT_EQ(completion(R"({"prompt":[1,2,3]})").engine.prompt, (std::vector<int32_t>{1, 2, 3}));
+  // echo: a text prompt as sent, token ids decoded (special tokens as skip_special_tokens says).
+  EXPECT_EQ(completion(R"({"prompt":"Hello  world","echo":true})").echo_text, "Hello  world");
+  const std::vector<int32_t> ids = qwen3().encode("<|im_start|>Hi", {});
+  const std::string prompt_ids = Json(ids).dump();
+  EXPECT_EQ(completion(R"({"echo":true,"prompt":)" + prompt_ids + "}").echo_text, "Hi");
+  EXPECT_EQ(completion(R"({"echo":true,"skip_special_tokens":false,"prompt":)" + prompt_ids + "}")
+                .echo_text,
+            "<|im_start|>Hi");
 }
 
 TEST(TextRequest, StopStringsAreReadAndValidated) {
@@ -204,6 +212,11 @@ TEST(TextRequest, ChatMessagesGoThroughTheTemplate) {
   EXPECT_EQ(
       chat(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9})").engine.stop.max_tokens,
       9);
+  EXPECT_EQ(parts.engine.logprobs, -1);
+  const std::string user = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_EQ(chat(user + R"("logprobs":true,"top_logprobs":2})").engine.logprobs, 2);
+  EXPECT_EQ(chat(user + R"("logprobs":true})").engine.logprobs, 0);
+  EXPECT_EQ(chat(user + R"("logprobs":false,"top_logprobs":0})").engine.logprobs, -1);
   // No generation prompt when asked; assistant content may be null.
   GenerationRequest plain = chat(R"({"messages":[{"role":"user","content":"Hi!"},
       {"role":"assistant","content":null}],"add_generation_prompt":false})");
@@ -234,11 +247,17 @@ TEST(TextRequest, ChatRefusals) {
            "messages", "tool calls"},
           {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", 400,
            "tools", "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", 400, "logprobs",
-           "not supported"},
+          {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", 400, "top_logprobs",
+           "needs 'logprobs': true"},
+          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", 400,
+           "top_logprobs", "between 0 and 20"},
+          {R"({"messages":[{"role":"user","content":"x"}],"logprobs":2})", 400, "logprobs",
+           "true or false"},
           {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
            400, "response_format", "not supported"},
-          {R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "= 1"},
+          {R"({"messages":[{"role":"user","content":"x"}],"n":0})", 400, "n", "between 1"},
+          {R"({"messages":[{"role":"user","content":"x"}],"echo":true})", 400, "echo",
+           "only supported by /v1/completions"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})", 400,
            "max_completion_tokens", "between 1"},
           {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":250})", 400,

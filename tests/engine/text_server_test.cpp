@@ -290,6 +290,160 @@ TEST(TextServer, EndOfTurnTokenStopsChatAndLeavesNoText) {
   EXPECT_EQ(reply["usage"]["completion_tokens"], 60);
 }
 
+// The FakeRunner makes up logprobs (fake_runner.h: the sampled token at -0.5, its top k the ids
+// token, token + 1, ... at -0.5, -1.5, ...), so the layouts can be checked exactly.
+TEST(TextServer, LogprobsInTheCompletionsAndChatLayouts) {
+  FakeServer server(text_setup());
+  const engine::Tokenizer& tokenizer = *served_qwen3().get();
+  auto text_of = [&](int32_t id) { return tokenizer.decode(std::vector<int32_t>{id}, false); };
+  Json body = completion_body("Logprobs, please", 12, false);
+  body["temperature"] = 1;
+  body["seed"] = 3;
+  body["logprobs"] = 2;
+  Json whole = Json::parse(post(server, "/v1/completions", body).body)["choices"][0];
+  const Json& lp = whole["logprobs"];
+  const std::vector<int32_t> ids = whole["token_ids"];
+  ASSERT_EQ(ids.size(), 12u);
+  ASSERT_EQ(lp["tokens"].size(), 12u);
+  size_t offset = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string text = text_of(ids[i]);
+    EXPECT_EQ(lp["tokens"][i], text);
+    EXPECT_EQ(lp["token_logprobs"][i], -0.5);
+    EXPECT_EQ(lp["text_offset"][i], offset);
+    for (unsigned char c : text) offset += (c & 0xC0) != 0x80;  // characters, not bytes
+    const Json& top = lp["top_logprobs"][i];
+    EXPECT_EQ(top[text], -0.5) << "the sampled token is among its top logprobs";
+    EXPECT_EQ(top[text_of((ids[i] + 1) % kQwen3VocabSize)], -1.5);
+    EXPECT_LE(top.size(), 2u);
+  }
+  // Streamed: each chunk carries its token's logprobs, the offsets running on.
+  body["stream"] = true;
+  Stream s = read_stream(post(server, "/v1/completions", body));
+  ASSERT_EQ(s.chunks.size(), 12u);
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    const Json& chunk = s.chunks[i]["choices"][0]["logprobs"];
+    EXPECT_EQ(chunk["tokens"], Json::array({lp["tokens"][i]}));
+    EXPECT_EQ(chunk["top_logprobs"], Json::array({lp["top_logprobs"][i]}));
+    EXPECT_EQ(chunk["text_offset"], Json::array({lp["text_offset"][i]}));
+  }
+
+  Json chat = chat_body(10, false);
+  chat["logprobs"] = true;
+  chat["top_logprobs"] = 2;
+  Json reply = Json::parse(post(server, "/v1/chat/completions", chat).body);
+  const Json& content = reply["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 10u);
+  for (const Json& entry : content) {
+    EXPECT_EQ(entry["logprob"], -0.5);
+    ASSERT_TRUE(entry["bytes"].is_array());
+    std::string bytes;
+    for (int b : entry["bytes"]) bytes += char(b);
+    EXPECT_EQ(tokenizer.decode(tokenizer.encode(bytes), false), entry["token"].get<std::string>())
+        << "bytes and token text describe one token";
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]);
+    EXPECT_EQ(entry["top_logprobs"][0]["bytes"], entry["bytes"]);
+    EXPECT_EQ(entry["top_logprobs"][1]["logprob"], -1.5);
+  }
+  // Streamed chat: the entries of the chunks together are the whole list, in order.
+  chat["stream"] = true;
+  Stream c = read_stream(post(server, "/v1/chat/completions", chat));
+  EXPECT_TRUE(c.chunks[0]["choices"][0]["logprobs"].is_null()) << "the role chunk has none";
+  Json streamed = Json::array();
+  for (const Json& chunk : c.chunks) {
+    const Json& l = chunk["choices"][0]["logprobs"];
+    if (l.is_null()) continue;
+    for (const Json& entry : l["content"]) streamed.push_back(entry);
+  }
+  EXPECT_EQ(streamed, content);
+  // Not asked for: null.
+  EXPECT_TRUE(
+      Json::parse(
+          post(server, "/v1/chat/completions", chat_body(3, false)).body)["choices"][0]["logprobs"]
+          .is_null());
+}
+
+// n choices: streamed, every chunk carries one choice under its index (chat: a role chunk and a
+// finish chunk per choice); not streamed, the choices in index order with the same texts; usage
+// sums the choices.
+TEST(TextServer, NChoicesStreamedByIndexAndListedInOrder) {
+  FakeServer server(text_setup());
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    Json body = chat ? chat_body(9, false) : completion_body("Three tales", 9, false);
+    body["temperature"] = 1;
+    body["seed"] = 21;
+    body["n"] = 3;
+    body["ignore_eos"] = true;
+    Json whole = Json::parse(post(server, path, body).body);
+    ASSERT_EQ(whole["choices"].size(), 3u) << whole.dump();
+    EXPECT_EQ(whole["usage"]["completion_tokens"], 27);
+    std::vector<std::string> texts;
+    for (int i = 0; i < 3; ++i) {
+      const Json& choice = whole["choices"][i];
+      EXPECT_EQ(choice["index"], i);
+      EXPECT_EQ(choice["finish_reason"], "length");
+      texts.push_back(chat ? choice["message"]["content"] : choice["text"]);
+    }
+    EXPECT_NE(texts[0], texts[1]) << "choices draw with their own seeds";
+
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    RawReply reply = post(server, path, body);
+    std::vector<std::string> streamed(3);
+    std::vector<int> roles(3, 0), finishes(3, 0);
+    Json usage;
+    for (const std::string& event : sse_data(reply.body)) {
+      if (event == "[DONE]") continue;
+      Json chunk = Json::parse(event);
+      if (chunk["choices"].empty()) {
+        usage = chunk["usage"];
+        continue;
+      }
+      ASSERT_EQ(chunk["choices"].size(), 1u);
+      const Json& choice = chunk["choices"][0];
+      const int index = choice["index"];
+      ASSERT_TRUE(index >= 0 && index < 3) << event;
+      EXPECT_EQ(finishes[size_t(index)], 0) << "a chunk after its choice's finish";
+      if (chat) {
+        roles[size_t(index)] += choice["delta"].contains("role");
+        streamed[size_t(index)] += choice["delta"].value("content", "");
+      } else {
+        streamed[size_t(index)] += choice["text"].get<std::string>();
+      }
+      finishes[size_t(index)] += choice["finish_reason"].is_string();
+    }
+    EXPECT_EQ(streamed, texts) << path;
+    EXPECT_EQ(finishes, std::vector<int>(3, 1));
+    if (chat) {
+      EXPECT_EQ(roles, std::vector<int>(3, 1));
+    }
+    EXPECT_EQ(usage["completion_tokens"], 27);
+  }
+}
+
+TEST(TextServer, EchoStartsEveryChoiceWithThePrompt) {
+  FakeServer server(text_setup());
+  const std::string prompt = "Echo me, then go on:";
+  Json body = completion_body(prompt, 6, false);
+  Json plain = Json::parse(post(server, "/v1/completions", body).body)["choices"][0];
+  body["echo"] = true;
+  body["n"] = 2;
+  Json whole = Json::parse(post(server, "/v1/completions", body).body);
+  ASSERT_EQ(whole["choices"].size(), 2u);
+  for (const Json& choice : whole["choices"]) {
+    EXPECT_EQ(choice["text"], prompt + plain["text"].get<std::string>());
+    EXPECT_EQ(choice["token_ids"], plain["token_ids"]) << "token_ids stay the generated ones";
+  }
+  body["stream"] = true;
+  body["n"] = 1;
+  Stream s = read_stream(post(server, "/v1/completions", body));
+  ASSERT_EQ(s.texts.size(), 6u);
+  EXPECT_EQ(s.texts[0].rfind(prompt, 0), 0u) << "the first chunk carries the prompt";
+  EXPECT_EQ(joined(s.texts), prompt + plain["text"].get<std::string>());
+}
+
 TEST(TextServer, TokenizeAndDetokenizeRoundTrip) {
   FakeServer server(text_setup());
   const std::string text = "Grüße, 世界! 😀 <|im_start|> x  \n\t y";

@@ -70,6 +70,7 @@ void FakeRunner::compute(const engine::StepBatch& batch, engine::StepResult& res
     fed += static_cast<int64_t>(w.tokens.size());
     if (w.sample) result.next_tokens.push_back(next_token(w));
   }
+  fill_logprobs(batch, result);
   if (batch.return_logits) {
     result.logits.assign(result.next_tokens.size() * size_t(config_.vocab_size), 0.0f);
     for (size_t r = 0; r < result.next_tokens.size(); ++r) {
@@ -83,6 +84,24 @@ void FakeRunner::compute(const engine::StepBatch& batch, engine::StepResult& res
   }
   auto sleep = options_.step_time + options_.per_token_time * fed;
   if (sleep.count() > 0) std::this_thread::sleep_for(sleep);
+}
+
+void FakeRunner::fill_logprobs(const engine::StepBatch& batch, engine::StepResult& result) const {
+  result.logprobs.clear();
+  size_t row = 0;
+  for (const engine::SequenceWork& w : batch.sequences) {
+    if (!w.sample) continue;
+    if (w.sampling.logprobs >= 0) {
+      result.logprobs.resize(result.next_tokens.size() * engine::kLogprobsStride);
+      engine::TokenLogprob* out = result.logprobs.data() + row * engine::kLogprobsStride;
+      const int32_t token = result.next_tokens[row];
+      out[0] = {token, -0.5f};
+      for (int j = 0; j < w.sampling.logprobs; ++j) {
+        out[1 + j] = {(token + j) % config_.vocab_size, -0.5f - float(j)};
+      }
+    }
+    ++row;
+  }
 }
 
 int32_t FakeRunner::next_token(const engine::SequenceWork& w) const {

@@ -9,7 +9,9 @@
 // block in two sequences of a step, reading a position never written) throw std::logic_error.
 //
 // Tokens are drawn from [0, vocab_size - 1); the last id is EOS, produced only when the hash
-// says so (eos_one_in) and never while suppressed. A step sleeps step_time + per_token_time
+// says so (eos_one_in) and never while suppressed. A row that asks for k logprobs gets made-up
+// ones: the sampled token at -0.5, and as its top k the ids token, token + 1, ... at -0.5,
+// -1.5, ... (so the sampled token is the likeliest). A step sleeps step_time + per_token_time
 // x tokens fed. Steps run inside submit() (SynchronousRunner: placeholders of the previous step's
 // samples arrive resolved), on one thread at a time; the counters may be read from any.
 // The sleep does not count as CPU: caller_cpu_ns_between_steps() measures the caller's own work.
@@ -70,6 +72,7 @@ class FakeRunner : public engine::SynchronousRunner {
 
  private:
   int32_t next_token(const engine::SequenceWork& work) const;
+  void fill_logprobs(const engine::StepBatch& batch, engine::StepResult& result) const;
 
   FakeRunnerOptions options_;
   engine::ModelConfig config_;

@@ -1,6 +1,7 @@
 #include "engine/api/generation_request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,54 @@ namespace gpufrac::engine {
 
 namespace {
 
+// A number in [min, max], or `absent` when the field is absent or null.
+double get_number_in(const Json& body, const char* name, int min, int max, double absent) {
+  const double x = get_number(body, name).value_or(absent);
+  if (!(x >= min && x <= max)) {
+    fail(std::string("'") + name + "' must be between " + std::to_string(min) + " and " +
+             std::to_string(max) + ", got " + describe(body[name]),
+         name);
+  }
+  return x;
+}
+
+// "logit_bias": {"<token id>": bias in [-100, 100], ...} (OpenAI's layout: ids as decimal keys).
+std::vector<LogitBias> get_logit_bias(const Json& body, int vocab_size) {
+  const Json* object = get_object(body, "logit_bias");
+  std::vector<LogitBias> biases;
+  if (!object) return biases;
+  for (const auto& [key, value] : object->items()) {
+    const std::string where = "logit_bias[" + describe(Json(key)) + "]";
+    int64_t id = -1;
+    auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || key.empty()) {
+      fail(where + ": keys must be token ids written as decimal strings", "logit_bias");
+    }
+    if (id < 0 || id >= vocab_size) {
+      fail(where + ": token id " + key + " is outside the vocabulary [0, " +
+               std::to_string(vocab_size) + ")",
+           "logit_bias");
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+      fail(where + " must be a number between -100 and 100, got " + describe(value), "logit_bias");
+    }
+    biases.push_back({static_cast<int32_t>(id), value.get<float>()});
+  }
+  return biases;
+}
+
+// The text of a token-id prompt, as the response shows generated ids: decoded (special tokens as
+// skip_special_tokens says), or " 1234" per id without a tokenizer.
+std::string prompt_text(const std::vector<int32_t>& ids, const RequestLimits& limits,
+                        bool skip_special_tokens) {
+  if (limits.tokenizer && limits.tokenizer->get()) {
+    return limits.tokenizer->get()->decode(ids, skip_special_tokens);
+  }
+  std::string text;
+  for (int32_t id : ids) text += " " + std::to_string(id);
+  return text;
+}
+
 // The one pass over the body, in the order the header lists.
 GenerationRequest parse(std::string_view text, const RequestLimits& limits,
                         GenerationEndpoint endpoint) {
@@ -22,23 +71,11 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   const Json* prompt = chat ? nullptr : field(body, "prompt");
   if (!chat && !prompt) fail("'prompt' is required (text or an array of token ids)", "prompt");
 
-  // Refusals, before the prompt is encoded: each field once, its neutral value passes. "logprobs"
-  // is a count in completions (refused whatever it is) and a flag in chat (refused when true).
-  for (const char* name : {"n", "best_of"}) {
-    if (get_int(body, name, 1, INT32_MAX).value_or(1) != 1) {
-      fail(std::string("only '") + name + "' = 1 is supported", name);
-    }
-  }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (get_number(body, penalty).value_or(0) != 0) {
-      fail(std::string("'") + penalty + "' is not supported (only 0)", penalty);
-    }
-  }
-  if (get_number(body, "repetition_penalty").value_or(1) != 1) {
-    fail("'repetition_penalty' is not supported (only 1)", "repetition_penalty");
-  }
-  if (const Json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty())) {
-    fail("'logit_bias' is not supported", "logit_bias");
+  // Refusals, before the prompt is encoded: each field once, its neutral value passes.
+  const int n = static_cast<int>(get_int(body, "n", 1, kMaxChoices).value_or(1));
+  if (get_int(body, "best_of", 1, INT32_MAX).value_or(n) != n) {
+    fail("'best_of' other than 'n' is not supported (the best of several choices is not picked)",
+         "best_of");
   }
   if (chat) {
     if (const Json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
@@ -52,24 +89,28 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
         format && !(format->is_object() && format->value("type", Json()) == "text")) {
       fail("'response_format' is not supported (only {\"type\": \"text\"})", "response_format");
     }
-    if (get_bool(body, "logprobs").value_or(false)) {
-      fail("'logprobs' is not supported yet", "logprobs");
-    }
-    if (field(body, "top_logprobs")) fail("'top_logprobs' is not supported yet", "top_logprobs");
   }
-  if (get_bool(body, "echo").value_or(false)) fail("'echo' is not supported", "echo");
+  const bool echo = get_bool(body, "echo").value_or(false);
+  if (echo && chat) fail("'echo' is only supported by /v1/completions", "echo");
+  if (echo && field(body, "logprobs")) {
+    fail(
+        "'echo' with 'logprobs' is not supported: it needs the prompt's logprobs, which this "
+        "server does not compute; drop one of them",
+        "echo");
+  }
   if (chat) {
     if (get_bool(body, "continue_final_message").value_or(false)) {
       fail("'continue_final_message' is not supported", "continue_final_message");
     }
   } else {
-    if (field(body, "logprobs")) fail("'logprobs' is not supported yet", "logprobs");
     if (field(body, "suffix")) fail("'suffix' is not supported", "suffix");
   }
 
   // The prompt, as token ids.
   GenerationRequest r;
   EngineRequest& e = r.engine;
+  e.n = n;
+  bool echo_ids = false;  // echo a token-id prompt: its text once skip_special_tokens is known
   if (chat) {
     e.prompt = chat_prompt_ids(body, limits);
   } else {
@@ -89,10 +130,12 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
       e.prompt = tokenizer.encode(p->get_ref<const std::string&>(), options);
       if (e.prompt.empty()) fail("'prompt' is empty", "prompt");
       check_encoded_ids(e.prompt, limits, "prompt");
+      if (echo) r.echo_text = p->get<std::string>();
     } else {
       if (!p->is_array()) fail("'prompt' must be a string or an array of token ids", "prompt");
       if (p->empty()) fail("'prompt' is empty", "prompt");
       e.prompt = get_token_ids(*p, limits.vocab_size, where, "prompt");
+      echo_ids = echo;
     }
   }
 
@@ -105,13 +148,12 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
              ": shorten the prompt",
          chat ? "messages" : "prompt");
   }
-  const char* max_name = "max_tokens";
-  std::optional<int64_t> max_tokens;
-  if (chat) {
-    max_tokens = get_int(body, "max_completion_tokens", 1, INT32_MAX);
-    if (max_tokens) max_name = "max_completion_tokens";
+  const char* max_name = "max_completion_tokens";
+  std::optional<int64_t> max_tokens = get_int(body, max_name, 1, INT32_MAX);
+  if (!max_tokens) {
+    max_name = "max_tokens";
+    max_tokens = get_int(body, max_name, 1, INT32_MAX);
   }
-  if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   if (max_tokens && prompt_len + *max_tokens > limits.max_model_len) {
     fail("This model's maximum context length is " + std::to_string(limits.max_model_len) +
              " tokens. However, you requested " + std::to_string(prompt_len + *max_tokens) +
@@ -142,6 +184,7 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
   std::erase(r.stop_strings, std::string());  // an empty stop string would match everywhere
   if (!r.stop_strings.empty()) require_tokenizer(limits, "'stop' strings", "stop");
   r.skip_special_tokens = get_bool(body, "skip_special_tokens").value_or(true);
+  if (echo_ids) r.echo_text = prompt_text(e.prompt, limits, r.skip_special_tokens);
 
   // Sampling.
   const double temperature = get_number(body, "temperature").value_or(1.0);
@@ -158,6 +201,24 @@ GenerationRequest parse(std::string_view text, const RequestLimits& limits,
     if (!seed->is_number_integer()) fail("'seed' must be an integer", "seed");
     e.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
                                         : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  e.min_p = static_cast<float>(get_number_in(body, "min_p", 0, 1, 0));
+  e.penalties.presence = static_cast<float>(get_number_in(body, "presence_penalty", -2, 2, 0));
+  e.penalties.frequency = static_cast<float>(get_number_in(body, "frequency_penalty", -2, 2, 0));
+  const double repetition = get_number(body, "repetition_penalty").value_or(1.0);
+  if (!(repetition > 0)) fail("'repetition_penalty' must be greater than 0", "repetition_penalty");
+  e.penalties.repetition = static_cast<float>(repetition);
+  e.logit_bias = get_logit_bias(body, limits.vocab_size);
+  // Logprobs: a count in completions, a flag with a count beside it in chat.
+  if (chat) {
+    const bool logprobs = get_bool(body, "logprobs").value_or(false);
+    const int64_t top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs).value_or(0);
+    if (top > 0 && !logprobs) {
+      fail("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+    e.logprobs = logprobs ? static_cast<int>(top) : -1;
+  } else {
+    e.logprobs = static_cast<int>(get_int(body, "logprobs", 0, kMaxTopLogprobs).value_or(-1));
   }
 
   // Streaming.

@@ -79,7 +79,7 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
     return;
   }
   GenerationRequest& generation = std::get<GenerationRequest>(parsed);
-  uint64_t id = engine_.new_request_id();
+  uint64_t id = engine_.new_request_id(generation.engine.n);
   SinkSetup setup;
   setup.engine = &engine_;
   setup.request_id = id;
@@ -99,6 +99,9 @@ void OpenAiServer::handle_generation(const HttpRequest& request,
   setup.text.skip_special_tokens = generation.skip_special_tokens;
   setup.resumed_ids = generation.resume_token_ids;
   continue_after(generation.engine, generation.resume_token_ids);
+  setup.logprobs = generation.engine.logprobs >= 0;
+  setup.choices = generation.engine.n;
+  setup.echo_text = std::move(generation.echo_text);
   std::shared_ptr<RequestSink> sink = generation.stream ? make_streaming_sink(std::move(setup))
                                                         : make_buffered_sink(std::move(setup));
   // Handlers and disconnect callbacks both run on the HTTP loop thread: no disconnect can slip

@@ -10,9 +10,16 @@
 // Then "data: [DONE]". A failed request gets an error event; a cancelled one just [DONE].
 // Non-streaming: one JSON body (choices[0].text + token_ids, or choices[0].message) with usage;
 // 500 for a failed request, 503 for one cancelled by a stopping server.
+// "logprobs" is null unless the request asked for them; then it holds those of the choice's
+// tokens in the endpoint's layout (logprobs_json.h): per completions chunk its token's, per chat
+// chunk the tokens since the previous chunk (a token that adds no text sends no chat chunk).
 //
-// Text comes from a GeneratedText per request. When a stop string matches, the sink asks the
-// engine to finish the request (Engine::stop_request) and reports finish_reason "stop".
+// With n choices (EngineRequest::n) every chunk carries one choice under its "index" (chat: each
+// choice has its own role chunk and finish chunk), and the body lists the choices in index
+// order; usage sums their completion tokens.
+//
+// Text comes from a GeneratedText per choice. When a stop string matches, the sink asks the
+// engine to finish that choice (Engine::stop_request) and reports finish_reason "stop".
 // Sinks run on the engine thread only (RequestSink's contract).
 #pragma once
 
@@ -42,6 +49,9 @@ struct SinkSetup {
   // A resumed request's resume_token_ids (resume_request.h): they prime the text (their text was
   // sent by the interrupted run) and count in usage as generated, not as prompt.
   std::vector<int32_t> resumed_ids;
+  bool logprobs = false;  // the request asked for logprobs (EngineRequest::logprobs >= 0)
+  int choices = 1;        // EngineRequest::n
+  std::string echo_text;  // completions "echo": starts each choice's text (its first chunk)
 };
 
 std::shared_ptr<RequestSink> make_streaming_sink(SinkSetup setup);

@@ -84,7 +84,8 @@ CliArgs serve_args() {
               "seed of the preset weights and of sampling for requests that bring no seed", "0")
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
               "0")
-      .section("Example", R"(  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak
+      .section("Example",
+               R"(  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak
   gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \
       --memory-budget 1G
   curl -s localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \
@@ -110,10 +111,13 @@ then shows the KV blocks in use. Random weights make the replies gibberish.)")
           "holding one). /v1/chat/completions: messages [{role: system|user|assistant,\n"
           "content: string or [{type: text, text}]}]; generation ends at the template's\n"
           "end-of-turn token (<|im_end|>) unless ignore_eos. Fields: max_tokens (completions 16,\n"
-          "chat: what the context leaves) or max_completion_tokens, min_tokens, temperature\n"
-          "(1; 0 = greedy), top_p, top_k, seed, ignore_eos, stop (a string or up to 16),\n"
-          "stop_token_ids, skip_special_tokens, stream, stream_options.include_usage. Stop\n"
-          "strings are matched across tokens and left out of the text. /tokenize: {prompt} or\n"
+          "chat: what the context leaves) or max_completion_tokens, min_tokens, n (choices),\n"
+          "temperature (1; 0 = greedy), top_p, top_k, min_p, seed, presence_penalty,\n"
+          "frequency_penalty, repetition_penalty, logit_bias, logprobs (completions: a count;\n"
+          "chat: true, with top_logprobs), echo (completions), ignore_eos, stop (a string or up\n"
+          "to 16), stop_token_ids, skip_special_tokens, stream, stream_options.include_usage.\n"
+          "Stop strings are matched across tokens and left out of the text. Unsupported fields\n"
+          "(tools, structured output) get a 400 naming them. /tokenize: {prompt} or\n"
           "{messages} -> {count, max_model_len, tokens}; /detokenize: {tokens} -> {prompt}.\n"
           "Bad requests get an OpenAI-style error body: 400 (malformed, wrong types, token ids\n"
           "outside the vocabulary, prompt + max_tokens over --max-model-len, text without a\n"

@@ -285,6 +285,10 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
   }
   int64_t vocab = c.vocab_size, num_sampled = int64_t(sampled.size());
   result.next_tokens.assign(size_t(num_sampled), -1);
+  const bool any_logprobs = std::any_of(sampled.begin(), sampled.end(), [](const SequenceWork* w) {
+    return w->sampling.logprobs >= 0;
+  });
+  result.logprobs.assign(any_logprobs ? size_t(num_sampled) * kLogprobsStride : 0, {});
   if (num_sampled > 0) {
     std::vector<float>& logits = result.logits;
     logits.resize(size_t(num_sampled * vocab));
@@ -292,7 +296,12 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
     pool_.parallel_for(num_sampled, 1, [&](int64_t begin, int64_t end) {
       for (int64_t s = begin; s < end; ++s) {
         std::span<const float> row(logits.data() + s * vocab, size_t(vocab));
-        result.next_tokens[s] = sample_token(row, sampled[s]->sampling);
+        const SamplingParams& params = sampled[s]->sampling;
+        result.next_tokens[s] = sample_token(row, params);
+        if (params.logprobs < 0) continue;
+        token_logprobs(
+            row, result.next_tokens[s], std::min(params.logprobs, kMaxTopLogprobs),
+            std::span(result.logprobs).subspan(size_t(s) * kLogprobsStride, kLogprobsStride));
       }
     });
   }

@@ -15,6 +15,7 @@
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
 #include "engine/cuda/layer_kernels.h"
+#include "engine/cuda/sampling_extras.h"
 
 namespace gpufrac::engine {
 
@@ -224,9 +225,23 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,
          hidden);
   mark("lm_head");
+  // Before the sampler, which overwrites the previous step's samples the adjustments read.
+  if (shape.adjusts_logits) {
+    launch_logit_adjustments(logits_.as<float>(), shape.samples, c.vocab_size, a,
+                             sampled_.as<int32_t>(), stream_);
+    mark("logit adjustments");
+  }
   launch_sampler(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
                  stream_, options_.kernels.split_sampler ? sampler_scratch_.data() : nullptr);
   mark("sampler");
+  if (shape.adjusts_logits) {
+    launch_restore_logits(logits_.as<float>(), shape.samples, c.vocab_size, a, stream_);
+  }
+  if (shape.wants_logprobs) {
+    launch_logprobs(logits_.as<float>(), shape.samples, c.vocab_size, a, sampled_.as<int32_t>(),
+                    logprobs_.as<TokenLogprob>(), stream_);
+    mark("logprobs");
+  }
 }
 
 void CudaRunner::mark(const char* stage) {

@@ -111,8 +111,11 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
   sampler_scratch_ = DeviceBuffer(sampler_split_scratch_bytes(int(seqs)), "sampler scratch");
   sampled_ = DeviceBuffer(uint64_t(seqs * 4), "sampled ids");
+  const uint64_t logprob_bytes = uint64_t(seqs) * kLogprobsStride * sizeof(TokenLogprob);
+  logprobs_ = DeviceBuffer(logprob_bytes, "logprobs");
   for (StepSlot& slot : slots_) {
     slot.ids = PinnedBuffer(uint64_t(seqs * 4), "sampled ids");
+    slot.logprobs = PinnedBuffer(logprob_bytes, "logprobs");
     GPUFRAC_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
   }
 
@@ -302,7 +305,7 @@ void CudaRunner::submit(const StepBatch& batch) {
       max_queries = std::max(max_queries, int(s.tokens.size()));
     }
     enqueue_step({packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context,
-                  packed.num_seqs, max_queries},
+                  packed.num_seqs, max_queries, packed.adjusts_logits, packed.wants_logprobs},
                  packed.arrays);
   }
   StepSlot& slot = slots_[(first_slot_ + outstanding_) % 2];
@@ -310,6 +313,12 @@ void CudaRunner::submit(const StepBatch& batch) {
   const int vocab = weights_.config().vocab_size;
   GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(slot.ids.data(), sampled_.data(), uint64_t(samples) * 4,
                                      cudaMemcpyDeviceToHost, stream_));
+  slot.has_logprobs = packed.wants_logprobs;
+  if (slot.has_logprobs) {
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(slot.logprobs.data(), logprobs_.data(),
+                                       uint64_t(samples) * kLogprobsStride * sizeof(TokenLogprob),
+                                       cudaMemcpyDeviceToHost, stream_));
+  }
   slot.logits.clear();
   if (batch.return_logits) {
     slot.logits.resize(size_t(samples) * size_t(vocab));
@@ -331,6 +340,11 @@ void CudaRunner::collect(StepResult& result) {
   GPUFRAC_CUDA_CHECK(cudaEventSynchronize(slot.done));
   const int32_t* ids = slot.ids.as<int32_t>();
   result.next_tokens.assign(ids, ids + slot.samples);
+  result.logprobs.clear();
+  if (slot.has_logprobs) {
+    const TokenLogprob* logprobs = slot.logprobs.as<TokenLogprob>();
+    result.logprobs.assign(logprobs, logprobs + int64_t(slot.samples) * kLogprobsStride);
+  }
   result.logits.swap(slot.logits);
   slot.logits.clear();
 }

@@ -6,7 +6,10 @@
 //
 // Per step: one host-to-device copy of the packed inputs (step_inputs.h), the layer kernels
 // (layer_kernels.h, attention.h, gemm.h), logits for the last token of each sampling sequence
-// only, the GPU sampler, and one device-to-host copy of the int32 token ids. Pure decode steps
+// only, the GPU sampler, and one device-to-host copy of the int32 token ids. A step whose rows
+// use sampling extras (penalties, logit_bias, min-p, logprobs: sampling_extras.h) also uploads
+// those, runs their kernels around the sampler and, for logprobs, copies them back; it runs
+// eagerly (never in a decode graph) but stays pipelined. Pure decode steps
 // replay a CUDA graph captured per batch bucket (1, 2, 4, 8, 16, 24, 32, 48, 64, ...); other
 // batches sizes are padded up to the next bucket. Buckets are captured in allocate_kv_cache().
 //
@@ -114,8 +117,10 @@ class CudaRunner final : public ModelRunner {
   // A submitted step until collect(): where its ids land and when they are there.
   struct StepSlot {
     PinnedBuffer ids;            // int32 [seqs]: the sampled ids, copied back
+    PinnedBuffer logprobs;       // TokenLogprob [seqs][kLogprobsStride], copied when asked for
     cudaEvent_t done = nullptr;  // recorded after the step's copies
     int samples = 0;             // real sampled rows
+    bool has_logprobs = false;
     std::vector<float> logits;   // [samples x vocab] when the batch asked for logits
   };
   struct StepShape {
@@ -124,6 +129,9 @@ class CudaRunner final : public ModelRunner {
     int max_context = 0;  // 0: unknown (graph capture)
     int seqs = 0;
     int max_queries = 1;  // most tokens of one sequence
+    // Sampling extras (sampling_extras.h): never in a graph.
+    bool adjusts_logits = false;
+    bool wants_logprobs = false;
   };
   // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
   // won the start-up timing (prefers_gemv), else cuBLASLt.
@@ -165,6 +173,7 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer logits_;         // fp32 [seqs][vocab]
   DeviceBuffer sampler_scratch_;  // the split sampler's per-slice winners
   DeviceBuffer sampled_;        // int32 [seqs]: the last step's samples (placeholders read it)
+  DeviceBuffer logprobs_;       // TokenLogprob [seqs][kLogprobsStride]: the last step's logprobs
   DeviceBuffer inv_freq_;       // fp32 [head_dim / 2]
   int64_t partial_floats_ = 0;
 

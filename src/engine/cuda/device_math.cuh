@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cuda_bf16.h>
+
+#include <climits>
+#include <cmath>
 #include <cstdint>
 
 #include "engine/cuda/cuda_types.h"
@@ -34,6 +37,52 @@ __device__ __forceinline__ float block_sum(float value, float* scratch) {
   int warps = blockDim.x >> 5;
   value = lane < warps ? scratch[lane] : 0.0f;
   return warp_sum(value);
+}
+
+// Maximum over the whole block, as block_sum.
+__device__ __forceinline__ float block_reduce_max(float value, float* scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  value = warp_max(value);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  int warps = blockDim.x >> 5;
+  value = lane < warps ? scratch[lane] : -INFINITY;
+  return warp_max(value);
+}
+
+// A scored id; "better" orders by score, ties to the lower index (a strict total order). The
+// samplers' argmax and the logprobs' top ids use it.
+struct Best {
+  float value;
+  int index;
+};
+
+__device__ __forceinline__ bool better(Best a, Best b) {
+  return a.value > b.value || (a.value == b.value && a.index < b.index);
+}
+
+// Argmax over the block, ties to the lower index; every thread gets the winner. `scratch` holds
+// 32 entries; the call contains __syncthreads(), so all threads must reach it.
+__device__ __forceinline__ Best block_argmax(Best mine, Best* scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    Best other{__shfl_xor_sync(0xffffffffu, mine.value, offset),
+               __shfl_xor_sync(0xffffffffu, mine.index, offset)};
+    if (better(other, mine)) mine = other;
+  }
+  __syncthreads();
+  if (lane == 0) scratch[warp] = mine;
+  __syncthreads();
+  mine = lane < (blockDim.x >> 5) ? scratch[lane] : Best{-INFINITY, INT_MAX};
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    Best other{__shfl_xor_sync(0xffffffffu, mine.value, offset),
+               __shfl_xor_sync(0xffffffffu, mine.index, offset)};
+    if (better(other, mine)) mine = other;
+  }
+  return mine;
 }
 
 // Four consecutive bf16 (8 bytes, 8-byte aligned) as floats.

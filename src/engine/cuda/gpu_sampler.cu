@@ -51,11 +51,6 @@ __device__ __forceinline__ uint32_t order_key(float x) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-struct Best {
-  float value;
-  int index;
-};
-
 // The row's draw key (temperature draws only): with the id it fixes the id's Gumbel noise.
 __device__ __forceinline__ uint64_t draw_key(const StepArrays& a, int r) {
   return mix64(splitmix64(a.seed[r]) ^ uint64_t(a.generated[r]));
@@ -77,33 +72,8 @@ __device__ __forceinline__ bool row_is_separable(const StepArrays& a, int r, int
   if (!(temperature >= kGreedyBelow)) return true;
   const int top_k = a.top_k[r];
   const float top_p = a.top_p[r];
-  return !(top_k > 0 && top_k < vocab) && !(top_p > 0 && top_p < 1);
-}
-
-__device__ __forceinline__ bool better(Best a, Best b) {
-  return a.value > b.value || (a.value == b.value && a.index < b.index);
-}
-
-// Argmax over the block, ties to the lower index; every thread gets the winner.
-__device__ Best block_argmax(Best mine, Best* scratch) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    Best other{__shfl_xor_sync(0xffffffffu, mine.value, offset),
-               __shfl_xor_sync(0xffffffffu, mine.index, offset)};
-    if (better(other, mine)) mine = other;
-  }
-  __syncthreads();
-  if (lane == 0) scratch[warp] = mine;
-  __syncthreads();
-  mine = lane < (blockDim.x >> 5) ? scratch[lane] : Best{-INFINITY, INT_MAX};
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    Best other{__shfl_xor_sync(0xffffffffu, mine.value, offset),
-               __shfl_xor_sync(0xffffffffu, mine.index, offset)};
-    if (better(other, mine)) mine = other;
-  }
-  return mine;
+  const float min_p = a.extras.min_p != nullptr ? a.extras.min_p[r] : 0.0f;
+  return !(top_k > 0 && top_k < vocab) && !(top_p > 0 && top_p < 1) && !(min_p > 0);
 }
 
 // The k-th largest order key among allowed ids (radix selection, 8 bits per pass, counts
@@ -147,6 +117,18 @@ __device__ uint32_t top_k_threshold(const Row& row, int k, uint32_t* hist, int* 
     mask |= 255u << shift;
   }
   return prefix;
+}
+
+// The order key of max z + log(min_p) over allowed ids: ids below it are less likely than min_p x
+// the most likely one. 1 (keep everything allowed) when no id is allowed.
+__device__ uint32_t min_p_threshold(const Row& row, float min_p, float* scratch) {
+  float local = -INFINITY;
+  for (int i = threadIdx.x; i < row.vocab; i += blockDim.x) {
+    local = fmaxf(local, scaled_logit(row, i));
+  }
+  const float max_z = block_reduce_max(local, scratch);
+  if (!(max_z > -INFINITY)) return 1;
+  return order_key(max_z + logf(min_p));
 }
 
 // Inclusive prefix sum of one value per thread over the block (blockDim.x == kBins threads).
@@ -321,6 +303,9 @@ __global__ void __launch_bounds__(kThreads) sampler_kernel(const float* logits, 
   if (!greedy) {
     int top_k = a.top_k[r];
     if (top_k > 0 && top_k < vocab) threshold_k = top_k_threshold(row, top_k, s_hist, s_state);
+    // Min-p and top-k both keep an upper set of z: their intersection is the stricter threshold.
+    const float min_p = a.extras.min_p != nullptr ? a.extras.min_p[r] : 0.0f;
+    if (min_p > 0) threshold_k = max(threshold_k, min_p_threshold(row, min_p, s_scratch));
     float top_p = a.top_p[r];
     if (top_p > 0 && top_p < 1) {
       use_top_p = true;

@@ -4,7 +4,27 @@
 
 #include <cstdint>
 
+#include "engine/model/logit_adjustment.h"
+
 namespace gpufrac::engine {
+
+// Sampling inputs beyond temperature, top-k, top-p and suppression (SamplingParams::uses_extras),
+// packed in a buffer of their own (StepInputs) only for steps where a row uses them. Otherwise
+// every pointer is null and the sampler runs exactly its plain path; the decode graphs are
+// captured that way, so a step with extras always runs eagerly.
+struct SamplingExtras {
+  const float* min_p = nullptr;            // [R]
+  const Penalties* penalties = nullptr;    // [R]
+  const int32_t* adjust_start = nullptr;   // [R + 1]: range of row r in the adjust_* arrays
+  const int32_t* adjust_ids = nullptr;     // [A]
+  const float* adjust_bias = nullptr;      // [A]
+  const int32_t* adjust_counts = nullptr;  // [A]: output_count << 1 | in_prompt
+  const int32_t* logprobs = nullptr;       // [R]: SamplingParams::logprobs
+  // Device scratch the adjustment kernels write: the raw logits they replaced ([A] entries, then
+  // [R] placeholder slots) and which id each row's placeholder slot holds ([R], -1: none).
+  float* saved_logits = nullptr;
+  int32_t* saved_placeholder_ids = nullptr;
+};
 
 struct StepHeader {
   int32_t table_width;  // entries per block-table row this step
@@ -30,6 +50,7 @@ struct StepArrays {
   const int32_t* suppressed_start = nullptr; // [R + 1]: range of row r in suppressed_ids
   const int32_t* suppressed_ids = nullptr;
   const int32_t* block_tables = nullptr;     // [S][header->table_width]
+  SamplingExtras extras;
 };
 
 }  // namespace gpufrac::engine

@@ -31,6 +31,35 @@ uint64_t take(uint64_t& cursor, uint64_t bytes) {
   return at;
 }
 
+}  // namespace
+
+// The sampling extras of `rows` sampled rows with `entries` logit adjustments in all: the inputs
+// (uploaded), then the device scratch of the adjustment kernels.
+struct StepInputs::ExtrasLayout {
+  uint64_t min_p, penalties, logprobs, adjust_start, adjust_ids, adjust_bias, adjust_counts;
+  uint64_t upload_end;
+  uint64_t saved_logits, saved_placeholder_ids, end;
+
+  static ExtrasLayout of(int rows, int entries) {
+    ExtrasLayout l{};
+    uint64_t cursor = 0, r = uint64_t(rows), a = uint64_t(std::max(entries, 1));
+    l.min_p = take(cursor, r * 4);
+    l.penalties = take(cursor, r * sizeof(Penalties));
+    l.logprobs = take(cursor, r * 4);
+    l.adjust_start = take(cursor, (r + 1) * 4);
+    l.adjust_ids = take(cursor, a * 4);
+    l.adjust_bias = take(cursor, a * 4);
+    l.adjust_counts = take(cursor, a * 4);
+    l.upload_end = cursor;
+    l.saved_logits = take(cursor, (a + r) * 4);
+    l.saved_placeholder_ids = take(cursor, r * 4);
+    l.end = cursor;
+    return l;
+  }
+};
+
+namespace {
+
 std::string sequence_label(size_t index) { return "forward: sequence " + std::to_string(index); }
 
 }  // namespace
@@ -72,6 +101,7 @@ bool StepInputs::fits_graph(const StepBatch& batch, int rows) {
   for (const SequenceWork& s : batch.sequences) {
     if (s.tokens.size() != 1 || !s.sample) return false;
     if (s.sampling.suppressed_ids.size() > size_t(kGraphSuppressedPerRow)) return false;
+    if (s.sampling.uses_extras()) return false;
   }
   return true;
 }
@@ -104,6 +134,18 @@ void StepInputs::validate(const StepBatch& batch, int previous_samples) const {
                              " is outside the vocabulary [0, " +
                              std::to_string(limits_.vocab_size) + ")");
       }
+    }
+    for (const LogitAdjustment& a : s.sampling.adjustments) {
+      if (a.id < 0 || a.id >= limits_.vocab_size || a.output_count < 0) {
+        throw RuntimeFailure(sequence_label(i) + ": logit adjustment of id " +
+                             std::to_string(a.id) + " (count " + std::to_string(a.output_count) +
+                             ") outside the vocabulary [0, " + std::to_string(limits_.vocab_size) +
+                             ")");
+      }
+    }
+    if (s.sampling.logprobs < -1 || s.sampling.logprobs > kMaxTopLogprobs) {
+      throw RuntimeFailure(sequence_label(i) + " asks for " + std::to_string(s.sampling.logprobs) +
+                           " logprobs; at most " + std::to_string(kMaxTopLogprobs));
     }
     int64_t context = s.start_position + int64_t(s.tokens.size());
     int64_t blocks = (context + limits_.block_size - 1) / limits_.block_size;
@@ -246,7 +288,67 @@ PackedStep StepInputs::fill(const StepBatch* batch, int padded_rows) {
   out.real_samples = real_samples;
   out.max_context = max_context;
   out.arrays = arrays_at(l);
+  extras_upload_bytes_ = 0;
+  const bool extras = std::any_of(sequences.begin(), sequences.end(), [](const SequenceWork& s) {
+    return s.sample && s.sampling.uses_extras();
+  });
+  if (extras) fill_extras(*batch, out);
   return out;
+}
+
+void StepInputs::fill_extras(const StepBatch& batch, PackedStep& out) {
+  int rows = 0, entries = 0;
+  for (const SequenceWork& s : batch.sequences) {
+    if (!s.sample) continue;
+    ++rows;
+    entries += int(s.sampling.adjustments.size());
+    out.adjusts_logits |= s.sampling.penalties.active() || !s.sampling.adjustments.empty();
+    out.wants_logprobs |= s.sampling.logprobs >= 0;
+  }
+  const ExtrasLayout l = ExtrasLayout::of(rows, entries);
+  PinnedBuffer& host = extras_host_[current_];
+  DeviceBuffer& device = extras_device_[current_];
+  if (host.bytes() < l.upload_end) host = PinnedBuffer(2 * l.upload_end, "sampling extras");
+  if (device.bytes() < l.end) device = DeviceBuffer(2 * l.end, "sampling extras");
+
+  unsigned char* h = host.as<unsigned char>();
+  auto* min_p = reinterpret_cast<float*>(h + l.min_p);
+  auto* penalties = reinterpret_cast<Penalties*>(h + l.penalties);
+  auto* logprobs = reinterpret_cast<int32_t*>(h + l.logprobs);
+  auto* adjust_start = reinterpret_cast<int32_t*>(h + l.adjust_start);
+  auto* adjust_ids = reinterpret_cast<int32_t*>(h + l.adjust_ids);
+  auto* adjust_bias = reinterpret_cast<float*>(h + l.adjust_bias);
+  auto* adjust_counts = reinterpret_cast<int32_t*>(h + l.adjust_counts);
+  int row = 0, at = 0;
+  for (const SequenceWork& s : batch.sequences) {
+    if (!s.sample) continue;
+    const SamplingParams& p = s.sampling;
+    min_p[row] = p.min_p;
+    penalties[row] = p.penalties;
+    logprobs[row] = p.logprobs;
+    adjust_start[row] = at;
+    for (const LogitAdjustment& a : p.adjustments) {
+      adjust_ids[at] = a.id;
+      adjust_bias[at] = a.bias;
+      adjust_counts[at] = a.output_count << 1 | (a.in_prompt ? 1 : 0);
+      ++at;
+    }
+    ++row;
+  }
+  adjust_start[rows] = at;
+  extras_upload_bytes_ = l.upload_end;
+
+  unsigned char* d = device.as<unsigned char>();
+  SamplingExtras& x = out.arrays.extras;
+  x.min_p = reinterpret_cast<const float*>(d + l.min_p);
+  x.penalties = reinterpret_cast<const Penalties*>(d + l.penalties);
+  x.logprobs = reinterpret_cast<const int32_t*>(d + l.logprobs);
+  x.adjust_start = reinterpret_cast<const int32_t*>(d + l.adjust_start);
+  x.adjust_ids = reinterpret_cast<const int32_t*>(d + l.adjust_ids);
+  x.adjust_bias = reinterpret_cast<const float*>(d + l.adjust_bias);
+  x.adjust_counts = reinterpret_cast<const int32_t*>(d + l.adjust_counts);
+  x.saved_logits = reinterpret_cast<float*>(d + l.saved_logits);
+  x.saved_placeholder_ids = reinterpret_cast<int32_t*>(d + l.saved_placeholder_ids);
 }
 
 StepArrays StepInputs::arrays_at(const Layout& l) const {
@@ -280,6 +382,11 @@ StepArrays StepInputs::bucket_arrays(int rows) const {
 void StepInputs::upload(cudaStream_t stream) const {
   GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(device_.data(), host_[current_].data(), used_bytes_,
                                      cudaMemcpyHostToDevice, stream));
+  if (extras_upload_bytes_ > 0) {
+    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(extras_device_[current_].data(),
+                                       extras_host_[current_].data(), extras_upload_bytes_,
+                                       cudaMemcpyHostToDevice, stream));
+  }
 }
 
 }  // namespace gpufrac::engine

@@ -1,6 +1,7 @@
 // The boundary between the scheduler and the math: a ModelRunner executes one step (a batch of
 // sequences, each contributing a prompt chunk or one decode token) and returns the next token of
-// every sequence that asked to sample. Backends: cpu/ (fp32 reference) and cuda/.
+// every sequence that asked to sample (and, when asked, its logprobs). Backends: cpu/ (fp32
+// reference, the CPU sampler in sampler.h) and cuda/ (the GPU sampler, the same rules).
 //
 // Contract:
 // - The scheduler owns KV block ids (KvBlockAllocator); the runner owns the KV pool's memory,
@@ -24,20 +25,50 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/logit_adjustment.h"
 #include "engine/model/model_config.h"
+#include "engine/model/token_logprob.h"
 
 namespace gpufrac::engine {
+
+// One id whose logit is adjusted before sampling (logit_adjustment.h): its logit_bias and, when a
+// penalty is on, how often it was generated and whether the prompt holds it.
+struct LogitAdjustment {
+  int32_t id = 0;
+  float bias = 0;
+  int32_t output_count = 0;  // generated tokens equal to `id` (the placeholder's not included)
+  bool in_prompt = false;    // set only when the repetition penalty is on
+};
 
 struct SamplingParams {
   float temperature = 0;  // 0: greedy (argmax)
   int top_k = 0;          // 0: off
   float top_p = 1;        // 1: off
+  float min_p = 0;        // 0: off; else keep ids whose probability is >= min_p x the largest
   uint64_t seed = 0;
   // Tokens generated so far by this request: with `seed`, it fixes the random draw of this step,
   // so a request's output does not depend on batching or on preemption.
   int64_t generated = 0;
   // Never sample these this step (EOS and stop ids while min_tokens is not reached).
   std::span<const int32_t> suppressed_ids;
+  // logit_bias and the penalties: applied to the logits first (also before greedy's argmax), to
+  // the ids in `adjustments` (distinct ids) and, when a penalty is active and the sequence feeds a
+  // placeholder (SequenceWork::previous_sample_row), to the placeholder's token as one more
+  // generated occurrence: the runner resolves it (on the device for the CUDA runner).
+  Penalties penalties;
+  std::span<const LogitAdjustment> adjustments;
+  // -1: no logprobs; 0..kMaxTopLogprobs: return the sampled token's logprob and this many of the
+  // most likely ids' (StepResult::logprobs).
+  int logprobs = -1;
+  // Set by SynchronousRunner only, when it resolves a placeholder: that token (-1: none), which
+  // `adjustments` does not count yet.
+  int32_t resolved_placeholder = -1;
+
+  // Whether the row needs more than temperature, top-k, top-p and suppression (the CUDA runner
+  // samples such rows outside its decode graphs).
+  bool uses_extras() const {
+    return min_p > 0 || penalties.active() || !adjustments.empty() || logprobs >= 0;
+  }
 };
 
 struct SequenceWork {
@@ -59,7 +90,11 @@ struct StepBatch {
 
 struct StepResult {
   std::vector<int32_t> next_tokens;  // one per sequence with sample set, in batch order
-  std::vector<float> logits;         // [sampled rows x vocab], only when return_logits
+  std::vector<float> logits;         // [sampled rows x vocab] raw logits, only when return_logits
+  // Empty unless a row of the step asked for logprobs; then [sampled rows x kLogprobsStride]:
+  // per row the sampled token's logprob, then its `logprobs` most likely ids' (most likely first,
+  // ties to the lower id), then {-1, 0}. Rows that did not ask hold {-1, 0} throughout.
+  std::vector<TokenLogprob> logprobs;
 };
 
 class ModelRunner {

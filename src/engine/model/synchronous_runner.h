@@ -4,7 +4,8 @@
 // engine collects each step before it schedules the next (a derived class may claim otherwise,
 // as FakeRunner does to test the engine's pipelined path); either way the outputs are the same:
 // a placeholder token (SequenceWork::previous_sample_row) is replaced by the id the previous step
-// sampled, which is already known here, before compute() sees the batch.
+// sampled, which is already known here, before compute() sees the batch (and named in
+// SamplingParams::resolved_placeholder, for the penalties).
 //
 // Derived classes implement compute(), which sees only real token ids. Not thread-safe.
 #pragma once
@@ -78,9 +79,11 @@ class SynchronousRunner : public ModelRunner {
       if (work.previous_sample_row < 0) continue;
       int32_t* tokens = resolved_tokens_.data() + at;
       std::copy(work.tokens.begin(), work.tokens.end(), tokens);
-      tokens[work.tokens.size() - 1] = previous_tokens_[size_t(work.previous_sample_row)];
+      const int32_t resolved = previous_tokens_[size_t(work.previous_sample_row)];
+      tokens[work.tokens.size() - 1] = resolved;
       work.tokens = std::span<const int32_t>(tokens, work.tokens.size());
       work.previous_sample_row = -1;
+      work.sampling.resolved_placeholder = resolved;  // counted by the penalties (runner.h)
       at += work.tokens.size();
     }
     return resolved_;
