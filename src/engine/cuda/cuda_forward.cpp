@@ -70,18 +70,20 @@ void CudaRunner::time_linear_kernels() {
   struct Shape {
     const bf16* weight;
     int n, k;
+    void* out;      // holds most_rows x n floats
+    int most_rows;  // the lm_head runs on sampled rows only: at most max_seqs_per_step
   };
-  const Shape shapes[] = {{w.qkv_proj, qkv, hidden},
-                          {w.o_proj, hidden, q_width},
-                          {w.down_proj, hidden, inter},
-                          {weights_.lm_head, c.vocab_size, hidden}};
+  const int most_samples = std::min(most_tokens, options_.max_seqs_per_step);
+  const Shape shapes[] = {{w.qkv_proj, qkv, hidden, gemm_out_.data(), most_tokens},
+                          {w.o_proj, hidden, q_width, gemm_out_.data(), most_tokens},
+                          {w.down_proj, hidden, inter, gemm_out_.data(), most_tokens},
+                          {weights_.lm_head, c.vocab_size, hidden, logits_.data(), most_samples}};
   for (int m = 1; m <= most_tokens; ++m) {
     for (const Shape& s : shapes) {
-      float gemv = time_ms([&] {
-        launch_gemv(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_, overlap_);
-      });
-      float cublas =
-          time_ms([&] { gemm_->run(x, s.weight, gemm_out_.data(), false, m, s.n, s.k, stream_); });
+      if (m > s.most_rows) continue;
+      float gemv = time_ms(
+          [&] { launch_gemv(x, s.weight, s.out, false, m, s.n, s.k, stream_, overlap_); });
+      float cublas = time_ms([&] { gemm_->run(x, s.weight, s.out, false, m, s.n, s.k, stream_); });
       gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
     }
     float fused = time_ms([&] {
