@@ -203,6 +203,25 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
     }
   }
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  log_memory_breakdown();
+}
+
+void CudaRunner::log_memory_breakdown() const {
+  const DeviceBuffer* step_buffers[] = {&residual_, &activations_,     &queries_,
+                                        &gemm_out_, &attention_partials_, &final_hidden_,
+                                        &logits_,   &sampler_scratch_, &sampled_,
+                                        &logprobs_, &inv_freq_};
+  uint64_t step_bytes = inputs_ ? inputs_->device_bytes() : 0;
+  for (const DeviceBuffer* b : step_buffers) step_bytes += b->bytes();
+  DeviceMemoryInfo info = device_memory_info();
+  log_info("cuda runner: GPU memory besides the weights (", format_bytes(weights_.bytes()),
+           "): step buffers ", format_bytes(step_bytes), " (logits ", format_bytes(logits_.bytes()),
+           ", GEMM outputs ", format_bytes(gemm_out_.bytes()), ", activations ",
+           format_bytes(activations_.bytes() + residual_.bytes() + queries_.bytes()),
+           "), cuBLASLt workspace ", format_bytes(gemm_->workspace_bytes()), ", KV cache ",
+           format_bytes(kv_.bytes()), ", decode graphs for ", graphs_.size(),
+           " batch sizes; the device reports ", format_bytes(info.free_bytes),
+           " free of ", format_bytes(info.total_bytes));
 }
 
 void CudaRunner::choose_launch_overlap() {

@@ -150,6 +150,10 @@ class CudaRunner final : public ModelRunner {
   // Records an event ending stage `stage` while profile_forward() runs; otherwise nothing.
   void mark(const char* stage);
   void destroy_graphs();
+  // Logs what the runner holds on the GPU besides its weights (step buffers, cuBLASLt workspace,
+  // KV pool) and what the device reports free. The CUDA context and the decode graphs' memory
+  // are not the runner's allocations: nvidia-smi's per-process figure shows them.
+  void log_memory_breakdown() const;
 
   DeviceWeights weights_;
   CudaRunnerOptions options_;

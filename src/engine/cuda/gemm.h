@@ -29,6 +29,7 @@ class CublasLtGemm {
   // aligned (cuBLASLt's fast paths; the runner's buffers are 256-byte aligned).
   void run(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
            cudaStream_t stream);
+  uint64_t workspace_bytes() const { return workspace_.bytes(); }
 
  private:
   struct Plan {

@@ -80,6 +80,10 @@ class StepInputs {
   StepArrays bucket_arrays(int rows) const;
   // Copies the last packed step to the device buffers (asynchronous on `stream`).
   void upload(cudaStream_t stream) const;
+  // GPU memory held now (the step buffer and the extras buffers grown so far).
+  uint64_t device_bytes() const {
+    return device_.bytes() + extras_device_[0].bytes() + extras_device_[1].bytes();
+  }
 
  private:
   struct Layout;
