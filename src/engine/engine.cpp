@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <span>
 #include <stdexcept>
@@ -12,6 +14,9 @@
 namespace gpufrac::engine {
 
 namespace {
+
+// After the device refuses KV memory, how long the engine waits before asking again.
+constexpr int64_t kKvRetryNs = 20'000'000;
 
 void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
   if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
@@ -40,15 +45,21 @@ void check_request(const EngineRequest& r, const ModelConfig& config, int max_mo
 Engine::Engine(ModelRunner& runner, EngineOptions options)
     : runner_(runner),
       options_(options),
-      allocator_(options.num_kv_blocks, options.block_size),
+      allocator_(options.num_kv_blocks, options.block_size, options.elastic_kv ? 0 : -1),
       scheduler_(options.scheduler, allocator_),
       metrics_({.max_model_len = options.max_model_len,
                 .block_size = options.block_size,
-                .num_kv_blocks = options.num_kv_blocks}) {
+                .num_kv_blocks = options.num_kv_blocks,
+                .kv_block_bytes = runner.kv_block_bytes(options.block_size)}) {
   if (allocator_.blocks_for_tokens(options_.max_model_len) > options_.num_kv_blocks) {
     throw std::invalid_argument("the KV pool cannot hold one sequence of max_model_len tokens");
   }
-  runner_.allocate_kv_cache(options_.num_kv_blocks, options_.block_size);
+  if (options_.elastic_kv) {
+    runner_.reserve_kv_cache(options_.num_kv_blocks, options_.block_size);
+    allocator_.set_backing([this](int total) { return back_kv(total); });
+  } else {
+    runner_.allocate_kv_cache(options_.num_kv_blocks, options_.block_size);
+  }
   batch_.sequences.reserve(options_.scheduler.max_num_seqs);
   result_.next_tokens.reserve(options_.scheduler.max_num_seqs);
 }
@@ -109,10 +120,17 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] {
+      auto news = [&] {
         return stopping_ || !incoming_.empty() || !early_finishes_.empty() ||
-               scheduler_.has_work() || in_flight_count_ > 0;
-      });
+               (scheduler_.has_work() && !waiting_for_kv_) || in_flight_count_ > 0;
+      };
+      const int64_t wake_at = next_wake_ns();
+      if (wake_at == 0) {
+        wake_.wait(lock, news);
+      } else {
+        wake_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(wake_at - monotonic_ns(), 0)),
+                       news);
+      }
       if (stopping_) break;
       incoming_local_.swap(incoming_);
       early_finishes_local_.swap(early_finishes_);
@@ -133,6 +151,8 @@ void Engine::loop() {
     bool submitted = scheduler_.has_work() && submit_step();
     // One step stays on the device while the previous one's tokens are delivered.
     if (in_flight_count_ > (submitted && runner_.runs_ahead() ? 1 : 0)) collect_step();
+    waiting_for_kv_ = !submitted && in_flight_count_ == 0 && scheduler_.has_work();
+    if (options_.elastic_kv && in_flight_count_ == 0) release_idle_kv(monotonic_ns());
     publish_gauges();
   }
   // The runner keeps nothing of this engine outstanding; the steps' tokens are not delivered.
@@ -335,6 +355,49 @@ void Engine::publish_gauges() {
   metrics_.num_requests_running = static_cast<int64_t>(scheduler_.num_running());
   metrics_.num_requests_waiting = waiting;
   metrics_.kv_cache_blocks_used = allocator_.num_used_blocks();
+  metrics_.kv_cache_blocks_backed = allocator_.backed_blocks();
+}
+
+int Engine::back_kv(int total_blocks) {
+  const int64_t now = monotonic_ns();
+  if (now < kv_retry_after_ns_) return allocator_.backed_blocks();
+  const int backed = runner_.back_kv_blocks(total_blocks);
+  if (backed < total_blocks) {
+    kv_retry_after_ns_ = now + kKvRetryNs;
+    ++metrics_.kv_backing_refusals_total;
+  }
+  kv_surplus_since_ns_ = 0;
+  return backed;
+}
+
+void Engine::release_idle_kv(int64_t now_ns) {
+  // Blocks are handed out lowest first, so what stays backed is the blocks in use and what the
+  // running sequences were promised (which take the free ids below the extent first).
+  const int64_t needed = std::max<int64_t>(
+      allocator_.used_extent(), allocator_.num_used_blocks() + scheduler_.num_outstanding_blocks());
+  const int64_t chunk = std::max(runner_.kv_chunk_blocks(), 1);
+  const int keep = static_cast<int>(
+      std::min<int64_t>((needed + chunk - 1) / chunk * chunk, allocator_.backed_blocks()));
+  if (keep >= allocator_.backed_blocks()) {
+    kv_surplus_since_ns_ = 0;
+    return;
+  }
+  if (kv_surplus_since_ns_ == 0) {
+    kv_surplus_since_ns_ = now_ns;
+    return;
+  }
+  if (now_ns - kv_surplus_since_ns_ < options_.kv_release_delay_ms * 1'000'000) return;
+  runner_.release_kv_blocks(keep);
+  allocator_.shrink_backed(keep);
+  kv_surplus_since_ns_ = 0;
+}
+
+int64_t Engine::next_wake_ns() const {
+  if (waiting_for_kv_) return std::max(kv_retry_after_ns_, monotonic_ns() + kKvRetryNs / 4);
+  if (kv_surplus_since_ns_ != 0) {
+    return kv_surplus_since_ns_ + options_.kv_release_delay_ms * 1'000'000;
+  }
+  return 0;
 }
 
 }  // namespace gpufrac::engine

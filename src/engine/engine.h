@@ -48,6 +48,11 @@ struct EngineOptions {
   SchedulerConfig scheduler;
   int max_waiting_requests = 4096;  // submit() refuses more than this many waiting requests
   uint64_t seed = 0;                // seeds requests that bring no seed of their own
+  // Elastic KV (runner.h): num_kv_blocks is the pool's ceiling, backed with memory on demand; a
+  // request the device has no memory for waits. Chunks past the blocks in use go back to the
+  // device once they have stayed unused for kv_release_delay_ms with no step in flight.
+  bool elastic_kv = false;
+  int64_t kv_release_delay_ms = 2000;
 };
 
 struct EngineRequest {
@@ -175,6 +180,12 @@ class Engine {
   // Finishes every open choice of request `request_id`.
   void finish_request(uint64_t request_id, FinishReason reason, const std::string& error = {});
   void publish_gauges();
+  // Elastic KV: the allocator's backing (asks the runner for memory, at most every
+  // kKvRetryNs after a refusal), and the release of chunks unused for kv_release_delay_ms.
+  int back_kv(int total_blocks);
+  void release_idle_kv(int64_t now_ns);
+  // When the loop must wake without news: a retry of KV memory or a release is due (0: never).
+  int64_t next_wake_ns() const;
 
   ModelRunner& runner_;
   EngineOptions options_;
@@ -209,6 +220,10 @@ class Engine {
   // Ring of the outstanding steps (at most two, runner.h): step s is in_flight_[s % 2].
   InFlightStep in_flight_[2];
   int in_flight_count_ = 0;
+  // Elastic KV state (loop thread).
+  bool waiting_for_kv_ = false;    // work is queued that the backed blocks cannot take
+  int64_t kv_retry_after_ns_ = 0;  // no memory is asked for before this
+  int64_t kv_surplus_since_ns_ = 0;  // since when chunks past the blocks in use were backed
 };
 
 }  // namespace gpufrac::engine

@@ -1,6 +1,7 @@
 #include "engine/kv_block_allocator.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -9,14 +10,47 @@
 
 namespace gpufrac::engine {
 
-KvBlockAllocator::KvBlockAllocator(int num_blocks, int block_size)
-    : num_blocks_(num_blocks), block_size_(block_size), in_use_(std::max(num_blocks, 0), 0) {
-  if (num_blocks <= 0 || block_size <= 0) {
-    throw std::invalid_argument("KvBlockAllocator needs num_blocks > 0 and block_size > 0");
+KvBlockAllocator::KvBlockAllocator(int num_blocks, int block_size, int backed_blocks)
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      backed_blocks_(backed_blocks < 0 ? num_blocks : backed_blocks),
+      in_use_(std::max(num_blocks, 0), 0) {
+  if (num_blocks <= 0 || block_size <= 0 || backed_blocks_ > num_blocks) {
+    throw std::invalid_argument(
+        "KvBlockAllocator needs num_blocks > 0, block_size > 0 and backed_blocks <= num_blocks");
   }
-  free_.reserve(num_blocks);
-  // Pushed in reverse so that a fresh pool hands out 0, 1, 2, ... (readable in tests and logs).
-  for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+  free_.reserve(backed_blocks_);
+  for (int b = 0; b < backed_blocks_; ++b) free_.push_back(b);  // ascending: already a min-heap
+}
+
+bool KvBlockAllocator::ensure_free(int blocks) {
+  if (blocks <= num_free_blocks()) return true;
+  if (!back_ || backed_blocks_ == num_blocks_) return false;
+  int wanted = std::min(num_blocks_, backed_blocks_ + blocks - num_free_blocks());
+  int backed = std::min(back_(wanted), num_blocks_);
+  for (int b = backed_blocks_; b < backed; ++b) {
+    free_.push_back(b);
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
+  }
+  backed_blocks_ = std::max(backed_blocks_, backed);
+  return blocks <= num_free_blocks();
+}
+
+int KvBlockAllocator::used_extent() const {
+  for (int b = backed_blocks_ - 1; b >= 0; --b) {
+    if (in_use_[b]) return b + 1;
+  }
+  return 0;
+}
+
+void KvBlockAllocator::shrink_backed(int blocks) {
+  if (blocks < used_extent() || blocks > backed_blocks_) {
+    throw std::logic_error("shrink_backed(" + std::to_string(blocks) +
+                           ") would drop blocks in use or add blocks");
+  }
+  std::erase_if(free_, [&](int32_t b) { return b >= blocks; });
+  std::make_heap(free_.begin(), free_.end(), std::greater<>());
+  backed_blocks_ = blocks;
 }
 
 int KvBlockAllocator::blocks_missing(const std::vector<int32_t>& table, int64_t num_tokens) const {
@@ -25,8 +59,9 @@ int KvBlockAllocator::blocks_missing(const std::vector<int32_t>& table, int64_t 
 
 bool KvBlockAllocator::grow(std::vector<int32_t>& table, int64_t num_tokens) {
   int missing = blocks_missing(table, num_tokens);
-  if (missing > num_free_blocks()) return false;
+  if (!ensure_free(missing)) return false;
   for (int i = 0; i < missing; ++i) {
+    std::pop_heap(free_.begin(), free_.end(), std::greater<>());
     int32_t block = free_.back();
     free_.pop_back();
     in_use_[block] = 1;
@@ -42,12 +77,13 @@ void KvBlockAllocator::release(std::vector<int32_t>& table) {
     }
     in_use_[block] = 0;
     free_.push_back(block);
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
   }
   table.clear();
 }
 
 uint64_t auto_budget_margin(uint64_t available_bytes) {
-  return (uint64_t(512) << 20) + available_bytes / 20;
+  return (uint64_t(128) << 20) + available_bytes / 50;
 }
 
 uint64_t resolve_kv_memory_budget(std::string_view spec, uint64_t available_bytes) {

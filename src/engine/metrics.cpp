@@ -267,6 +267,19 @@ std::string EngineMetrics::render_prometheus(std::string_view model_name) const 
   append_header(out, "gpufrac:kv_cache_blocks_capacity", "gauge", "KV cache blocks in the pool.");
   append_sample(out, "gpufrac:kv_cache_blocks_capacity", labels,
                 std::to_string(shape.num_kv_blocks));
+  append_header(out, "gpufrac:kv_cache_mapped_bytes", "gauge",
+                "Bytes of KV cache memory the engine holds (an elastic pool maps it on demand).");
+  append_sample(out, "gpufrac:kv_cache_mapped_bytes", labels,
+                std::to_string(uint64_t(kv_cache_blocks_backed.load(std::memory_order_relaxed)) *
+                               shape.kv_block_bytes));
+  append_header(out, "gpufrac:kv_cache_used_bytes", "gauge",
+                "Bytes of KV cache memory in blocks held by requests.");
+  append_sample(out, "gpufrac:kv_cache_used_bytes", labels,
+                std::to_string(uint64_t(kv_cache_blocks_used.load(std::memory_order_relaxed)) *
+                               shape.kv_block_bytes));
+  append_scalar(out, "gpufrac:kv_cache_backing_refusals_total", "counter",
+                "Times an elastic KV pool asked the device for memory and got less.", labels,
+                kv_backing_refusals_total);
   append_scalar(out, "gpufrac:num_requests_rejected_total", "counter",
                 "Requests turned away because the waiting queue was full (HTTP 429).", labels,
                 requests_rejected_total);

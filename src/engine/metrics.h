@@ -63,7 +63,8 @@ struct FinishedRequest {
 struct EngineMetricsShape {
   int max_model_len = 0;
   int block_size = 0;
-  int num_kv_blocks = 0;
+  int num_kv_blocks = 0;      // the pool's ceiling (elastic pools back part of it)
+  uint64_t kv_block_bytes = 0;
 };
 
 struct EngineMetrics {
@@ -82,6 +83,8 @@ struct EngineMetrics {
   std::atomic<int64_t> num_requests_running{0};
   std::atomic<int64_t> num_requests_waiting{0};
   std::atomic<int64_t> kv_cache_blocks_used{0};
+  std::atomic<int64_t> kv_cache_blocks_backed{0};  // with memory behind them
+  std::atomic<uint64_t> kv_backing_refusals_total{0};  // elastic KV: the device had no memory
   std::atomic<uint64_t> num_preemptions_total{0};
   std::atomic<uint64_t> requests_rejected_total{0};  // turned away: waiting queue full
 

@@ -95,7 +95,7 @@ bool Scheduler::admit(Sequence* sequence, int64_t num_tokens) {
     return grow(sequence, num_tokens);
   }
   int need = full_need(sequence);
-  if (need > spare_blocks()) return false;
+  if (need > spare_blocks() && !allocator_.ensure_free(static_cast<int>(need + outstanding_blocks_))) return false;
   sequence->reserved_blocks = need;
   outstanding_blocks_ += need;
   return grow(sequence, num_tokens);  // within the reservation: cannot fail
@@ -106,7 +106,10 @@ bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
   if (missing == 0) return true;
   int promised = std::max(0, sequence->reserved_blocks - int(sequence->block_table.size()));
   int from_promise = std::min(missing, promised);
-  if (missing - from_promise > spare_blocks()) return false;
+  if (missing - from_promise > spare_blocks() &&
+      !allocator_.ensure_free(static_cast<int>(missing - from_promise + outstanding_blocks_))) {
+    return false;
+  }
   if (!allocator_.grow(sequence->block_table, num_tokens)) return false;
   outstanding_blocks_ -= from_promise;
   return true;

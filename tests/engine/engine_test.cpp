@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -327,6 +328,76 @@ TEST(Engine, StopCancelsWhatIsInFlight) {
   engine.reset();
   EXPECT_EQ(sink->finishes(), 1);
   EXPECT_EQ(sink->outcome().reason, FinishReason::kCancelled);
+}
+
+// Elastic KV: a pool of 64 blocks of which the "device" backs at most 12 (chunks of 4), while
+// 6 requests needing 6 blocks each arrive at once: they wait for memory instead of failing,
+// the backing never passes the limit, every output equals the request's solo run, and once the
+// engine is idle its chunks go back.
+TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
+  std::atomic<int> device_blocks{12};
+  fakes::FakeRunnerOptions ro;
+  ro.elastic_chunk_blocks = 4;
+  ro.elastic_limit_blocks = &device_blocks;
+  fakes::FakeRunner runner(ro);
+  EngineOptions o = small_engine(64);
+  o.elastic_kv = true;
+  o.kv_release_delay_ms = 50;
+  Engine engine(runner, o);
+  EXPECT_EQ(runner.backed_blocks(), 0);
+  engine.start();
+  std::vector<EngineRequest> requests;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 6; ++i) {
+    requests.push_back(request(prompt_of(16, i), 8));  // 24 tokens: 6 blocks of 4
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_EQ(engine.submit(engine.new_request_id(), requests.back(), sinks.back()),
+              Engine::Admission::kAccepted);
+  }
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(sinks[size_t(i)]->wait());
+    EXPECT_EQ(sinks[size_t(i)]->outcome().reason, FinishReason::kLength);
+    EXPECT_EQ(sinks[size_t(i)]->tokens(), solo_tokens(requests[size_t(i)])) << "request " << i;
+  }
+  EXPECT_EQ(runner.most_backed_blocks(), 12);
+  EXPECT_GT(engine.metrics().kv_backing_refusals_total.load(), 0u);
+  EXPECT_EQ(engine.metrics().num_preemptions_total.load(), 0u);
+  for (int i = 0; i < 200 && runner.backed_blocks() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(runner.backed_blocks(), 0);
+  EXPECT_EQ(engine.metrics().kv_cache_blocks_backed.load(), 0);
+  // Memory comes back for the next request.
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_EQ(engine.submit(engine.new_request_id(), requests[0], sink), Engine::Admission::kAccepted);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->tokens(), solo_tokens(requests[0]));
+}
+
+// A busy engine keeps its chunks: nothing is released while steps run back to back.
+TEST(Engine, ElasticKvKeepsItsChunksUnderSteadyLoad) {
+  fakes::FakeRunnerOptions ro;
+  ro.elastic_chunk_blocks = 4;
+  ro.step_time = std::chrono::microseconds(500);
+  fakes::FakeRunner* self = nullptr;
+  std::atomic<int> last_backed{0};
+  std::atomic<bool> shrank{false};
+  ro.on_step = [&](const StepBatch&) {
+    int backed = self->backed_blocks();
+    if (backed < last_backed.exchange(backed)) shrank = true;
+  };
+  fakes::FakeRunner runner(ro);
+  self = &runner;
+  EngineOptions o = small_engine(64);
+  o.elastic_kv = true;
+  o.kv_release_delay_ms = 1;
+  Engine engine(runner, o);
+  engine.start();
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_EQ(engine.submit(engine.new_request_id(), request(prompt_of(16, 1), 100), sink),
+            Engine::Admission::kAccepted);
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->tokens().size(), 100u);
+  EXPECT_EQ(runner.most_backed_blocks(), 32);  // 116 tokens: 29 blocks, in chunks of 4
+  EXPECT_FALSE(shrank.load());
 }
 
 }  // namespace

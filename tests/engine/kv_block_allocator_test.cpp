@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "common/error.h"
 
@@ -55,6 +56,50 @@ TEST(KvBlockAllocator, DoubleReleaseIsCaught) {
   std::vector<int32_t> copy = t;
   a.release(t);
   EXPECT_THROW(a.release(copy), std::logic_error);
+}
+
+TEST(KvBlockAllocator, HandsOutTheLowestFreeIdFirst) {
+  KvBlockAllocator a(8, 4);
+  std::vector<int32_t> x, y;
+  ASSERT_TRUE(a.grow(x, 12));  // 0 1 2
+  ASSERT_TRUE(a.grow(y, 8));   // 3 4
+  a.release(x);
+  std::vector<int32_t> z;
+  ASSERT_TRUE(a.grow(z, 16));
+  EXPECT_EQ(z, (std::vector<int32_t>{0, 1, 2, 5}));
+  EXPECT_EQ(a.used_extent(), 6);
+}
+
+TEST(KvBlockAllocator, ElasticPoolAsksItsBackingAndGivesTheTailBack) {
+  KvBlockAllocator a(16, 4, 0);  // 16 ids, none backed
+  int device_limit = 8;          // what the "device" will back
+  std::vector<int> asked;
+  a.set_backing([&](int total) {
+    asked.push_back(total);
+    return std::min((total + 3) / 4 * 4, device_limit);  // chunks of 4 blocks
+  });
+  EXPECT_EQ(a.num_free_blocks(), 0);
+  std::vector<int32_t> x;
+  ASSERT_TRUE(a.grow(x, 20));  // 5 blocks: two chunks backed
+  EXPECT_EQ(a.backed_blocks(), 8);
+  EXPECT_EQ(asked, (std::vector<int>{5}));
+  std::vector<int32_t> y;
+  EXPECT_FALSE(a.grow(y, 16));  // 4 more blocks: the device has no more
+  EXPECT_TRUE(y.empty());
+  EXPECT_EQ(a.num_free_blocks(), 3);
+  device_limit = 12;
+  ASSERT_TRUE(a.grow(y, 16));
+  EXPECT_EQ(a.backed_blocks(), 12);
+  EXPECT_THROW(a.shrink_backed(4), std::logic_error);  // y holds blocks 5..8
+  a.release(y);
+  EXPECT_EQ(a.used_extent(), 5);
+  a.shrink_backed(8);
+  EXPECT_EQ(a.backed_blocks(), 8);
+  EXPECT_EQ(a.num_free_blocks(), 3);
+  a.release(x);
+  a.shrink_backed(0);
+  EXPECT_EQ(a.backed_blocks(), 0);
+  EXPECT_EQ(a.num_free_blocks(), 0);
 }
 
 TEST(KvMemoryBudget, BytesOrAutoMinusMargin) {

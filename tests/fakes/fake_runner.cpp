@@ -37,6 +37,45 @@ void FakeRunner::allocate_kv_cache(int num_blocks, int block_size) {
   block_size_ = block_size;
   kv_.assign(size_t(num_blocks) * block_size, -1);
   block_step_.assign(num_blocks, -1);
+  backed_blocks_ = num_blocks;
+  most_backed_blocks_ = num_blocks;
+}
+
+void FakeRunner::reserve_kv_cache(int max_blocks, int block_size) {
+  if (options_.elastic_chunk_blocks <= 0) {
+    SynchronousRunner::reserve_kv_cache(max_blocks, block_size);
+    return;
+  }
+  allocate_kv_cache(max_blocks, block_size);
+  backed_blocks_ = 0;
+  most_backed_blocks_ = 0;
+}
+
+int FakeRunner::kv_chunk_blocks() const {
+  return options_.elastic_chunk_blocks > 0 ? options_.elastic_chunk_blocks
+                                           : SynchronousRunner::kv_chunk_blocks();
+}
+
+int FakeRunner::back_kv_blocks(int blocks) {
+  if (options_.elastic_chunk_blocks <= 0) return SynchronousRunner::back_kv_blocks(blocks);
+  const int chunk = options_.elastic_chunk_blocks;
+  const int pool = static_cast<int>(block_step_.size());
+  int limit = options_.elastic_limit_blocks ? options_.elastic_limit_blocks->load() : pool;
+  limit = std::min(limit / chunk * chunk, pool);
+  int wanted = std::min((blocks + chunk - 1) / chunk * chunk, pool);
+  backed_blocks_ = std::max(backed_blocks_.load(), std::min(wanted, limit));
+  most_backed_blocks_ = std::max(most_backed_blocks_.load(), backed_blocks_.load());
+  return backed_blocks_;
+}
+
+void FakeRunner::release_kv_blocks(int keep_blocks) {
+  if (options_.elastic_chunk_blocks <= 0) return;
+  const int chunk = options_.elastic_chunk_blocks;
+  const int keep = std::min((keep_blocks + chunk - 1) / chunk * chunk, backed_blocks_.load());
+  // Released memory comes back unwritten: a later read of it without a write throws.
+  std::fill(kv_.begin() + int64_t(keep) * block_size_,
+            kv_.begin() + int64_t(backed_blocks_.load()) * block_size_, -1);
+  backed_blocks_ = keep;
 }
 
 void FakeRunner::compute(const engine::StepBatch& batch, engine::StepResult& result) {
@@ -60,6 +99,7 @@ void FakeRunner::compute(const engine::StepBatch& batch, engine::StepResult& res
     }
     for (int32_t b : w.block_table) {
       if (b < 0 || b >= num_blocks) throw std::logic_error("block id out of range");
+      if (b >= backed_blocks_) throw std::logic_error("a KV block with no memory behind it");
       if (block_step_[b] == step) throw std::logic_error("one KV block in two sequences of a step");
       block_step_[b] = step;
     }

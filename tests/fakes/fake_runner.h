@@ -42,6 +42,11 @@ struct FakeRunnerOptions {
   // submitted before step n is collected, placeholders), as with the CUDA runner; false, the
   // CPU runner's one step at a time.
   bool runs_ahead = true;
+  // Elastic KV (runner.h): > 0 backs the pool in chunks of this many blocks, and never more than
+  // elastic_limit_blocks (the device's memory, as a test sets it; 0: the whole pool). A step
+  // that names a block with no memory behind it throws.
+  int elastic_chunk_blocks = 0;
+  std::atomic<int>* elastic_limit_blocks = nullptr;
   // Runs at the start of every step (tests use it to block a step or to throw).
   std::function<void(const engine::StepBatch&)> on_step;
 };
@@ -57,6 +62,12 @@ class FakeRunner : public engine::SynchronousRunner {
     return options_.kv_bytes_per_token * uint64_t(block_size);
   }
   void allocate_kv_cache(int num_blocks, int block_size) override;
+  void reserve_kv_cache(int max_blocks, int block_size) override;
+  int back_kv_blocks(int blocks) override;
+  void release_kv_blocks(int keep_blocks) override;
+  int kv_chunk_blocks() const override;
+  int backed_blocks() const { return backed_blocks_.load(); }
+  int most_backed_blocks() const { return most_backed_blocks_.load(); }
   bool runs_ahead() const override { return options_.runs_ahead; }
 
   int32_t eos_token() const { return config_.vocab_size - 1; }
@@ -77,6 +88,8 @@ class FakeRunner : public engine::SynchronousRunner {
   FakeRunnerOptions options_;
   engine::ModelConfig config_;
   int block_size_ = 0;
+  std::atomic<int> backed_blocks_{0};
+  std::atomic<int> most_backed_blocks_{0};
   std::vector<int32_t> kv_;           // [num_blocks * block_size] token ids, -1 = never written
   std::vector<int64_t> block_step_;   // the step that last used each block (sharing check)
   std::atomic<int64_t> steps_{0};

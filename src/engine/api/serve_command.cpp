@@ -71,10 +71,11 @@ CliArgs serve_args() {
                   std::to_string(engine::kMaxPreemptions) +
                   " times per request (vLLM's rule: more requests at once while they fit)",
               "reserve")
-      .option("memory-budget", "BYTES|auto",
-              "bytes for the KV cache (e.g. 4G, 512MiB), or auto = the memory the device reports "
-              "free after the weights (under any MPS or memcap limit, never total) minus 512 MiB "
-              "and 5%",
+      .option("memory-budget", "BYTES|auto|elastic",
+              "bytes for the KV cache (e.g. 4G, 512MiB); auto = the memory the device reports "
+              "free after the weights (under any MPS or memcap limit, never total) minus 128 MiB "
+              "and 2%; elastic = map KV memory in chunks as requests need it and give idle "
+              "chunks back (a request the device has no memory for waits)",
               "auto")
       .option("max-waiting-requests", "N",
               "requests that may wait for a slot; beyond that new requests get HTTP 429", "4096")
@@ -210,8 +211,11 @@ int serve_command(int argc, char** argv) {
     throw UsageError("--max-model-len " + std::to_string(options.max_model_len) + " exceeds the " +
                      "model's max_position_embeddings (" + std::to_string(model_max) + ")");
   }
+  options.elastic_kv = memory_budget == "elastic";
   uint64_t budget =
-      engine::resolve_kv_memory_budget(memory_budget, runner->available_memory_bytes());
+      options.elastic_kv
+          ? engine::kElasticKvCeilingBytes
+          : engine::resolve_kv_memory_budget(memory_budget, runner->available_memory_bytes());
   uint64_t block_bytes = runner->kv_block_bytes(options.block_size);
   options.num_kv_blocks =
       engine::kv_pool_blocks(budget, block_bytes, options.block_size, options.max_model_len,
@@ -245,8 +249,10 @@ int serve_command(int argc, char** argv) {
   server.start();
   log_info("serve: ", server_options.served_model_name, " on ", runner->device_name(),
            ", KV cache ", options.num_kv_blocks, " blocks x ", options.block_size, " tokens (",
-           format_bytes(uint64_t(options.num_kv_blocks) * block_bytes), " of a ",
-           format_bytes(budget), " budget, ", engine::kv_admission_name(options.scheduler.admission),
+           format_bytes(uint64_t(options.num_kv_blocks) * block_bytes),
+           options.elastic_kv ? " at most, mapped on demand, "
+                              : (" of a " + format_bytes(budget) + " budget, "),
+           engine::kv_admission_name(options.scheduler.admission),
            " admission), max-model-len ", options.max_model_len,
            ", listening on http://", server_options.http.host, ":", server.port());
 

@@ -1,14 +1,17 @@
 #include "engine/cpu/cpu_runner.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
-#include <new>
+#include <memory>
 #include <string>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "engine/cpu/cpu_kernels.h"
 #include "engine/cpu/host_memory.h"
+#include "engine/model/kv_chunks.h"
 #include "engine/model/sampler.h"
 #include "engine/model/synchronous_runner.h"
 
@@ -26,6 +29,13 @@ std::vector<float> to_f32(const HostTensor& tensor) {
   if (!tensor.empty()) convert_to_f32(tensor.data, tensor.dtype, out.data(), tensor.numel());
   return out;
 }
+
+// The host KV pool: an anonymous mapping, unmapped whole.
+struct KvUnmap {
+  uint64_t bytes = 0;
+  void operator()(float* p) const { munmap(p, bytes); }
+};
+using KvMapping = std::unique_ptr<float[], KvUnmap>;
 
 class CpuModelRunner final : public SynchronousRunner {
  public:
@@ -53,20 +63,31 @@ class CpuModelRunner final : public SynchronousRunner {
   }
 
   void allocate_kv_cache(int num_blocks, int block_size) override {
-    if (num_blocks <= 0 || block_size <= 0) {
-      throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
-    }
-    kv_.reset();
-    uint64_t floats = kv_block_bytes(block_size) / sizeof(float) * uint64_t(num_blocks);
-    // Not zeroed: pages are touched only as blocks fill.
-    kv_.reset(new (std::nothrow) float[floats]);
-    if (!kv_) {
-      throw RuntimeFailure("cannot allocate the KV cache: " + std::to_string(num_blocks) +
-                           " blocks of " + std::to_string(kv_block_bytes(block_size)) + " bytes");
-    }
-    num_blocks_ = num_blocks;
-    block_size_ = block_size;
+    map_kv_pool(num_blocks, block_size, false);
   }
+  // Elastic on the host: the pool is mapped without a reservation of memory; pages are taken as
+  // blocks fill and given back with MADV_DONTNEED.
+  void reserve_kv_cache(int max_blocks, int block_size) override {
+    map_kv_pool(max_blocks, block_size, true);
+  }
+  int back_kv_blocks(int blocks) override {
+    backed_blocks_ = std::max<int>(
+        backed_blocks_, int(std::min<int64_t>(kv_round_up_to_chunks(blocks, chunk_blocks_),
+                                              num_blocks_)));
+    return backed_blocks_;
+  }
+  void release_kv_blocks(int keep_blocks) override {
+    const int keep = int(std::min<int64_t>(kv_round_up_to_chunks(keep_blocks, chunk_blocks_),
+                                           num_blocks_));
+    if (keep >= backed_blocks_) return;
+    const uint64_t block_bytes = kv_block_bytes(block_size_) / segments();
+    for (int segment = 0; segment < segments(); ++segment) {
+      char* start = reinterpret_cast<char*>(kv_slot(segment / 2, segment % 2, keep, 0));
+      madvise(start, uint64_t(backed_blocks_ - keep) * block_bytes, MADV_DONTNEED);
+    }
+    backed_blocks_ = keep;
+  }
+  int kv_chunk_blocks() const override { return chunk_blocks_; }
 
   void compute(const StepBatch& batch, StepResult& result) override;
 
@@ -80,18 +101,46 @@ class CpuModelRunner final : public SynchronousRunner {
   void attention_block(int layer);
   float* kv_slot(int layer, int kind, int32_t block, int32_t slot) {
     const ModelConfig& c = weights_.config;
-    int64_t index = ((int64_t(layer) * 2 + kind) * num_blocks_ + block) * block_size_ + slot;
+    int64_t index = ((int64_t(layer) * 2 + kind) * segment_blocks_ + block) * block_size_ + slot;
     return kv_.get() + index * c.kv_width();
   }
+  int segments() const { return 2 * weights_.config.num_layers; }
+  // Maps the pool: `num_blocks` per segment, padded to whole chunks; not touched, so pages are
+  // taken only as blocks fill. Elastic pools start with no block backed.
+  void map_kv_pool(int num_blocks, int block_size, bool elastic) {
+    if (num_blocks <= 0 || block_size <= 0) {
+      throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
+    }
+    kv_.reset();
+    block_size_ = block_size;
+    chunk_blocks_ = engine::kv_chunk_blocks(kv_block_bytes(block_size) / segments(), kKvChunkGranularity);
+    segment_blocks_ = kv_round_up_to_chunks(num_blocks, chunk_blocks_);
+    const uint64_t bytes = kv_block_bytes(block_size) * uint64_t(segment_blocks_);
+    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (data == MAP_FAILED) {
+      throw RuntimeFailure("cannot map the KV cache: " + std::to_string(num_blocks) +
+                           " blocks of " + std::to_string(kv_block_bytes(block_size)) + " bytes");
+    }
+    kv_ = KvMapping(static_cast<float*>(data), KvUnmap{bytes});
+    num_blocks_ = num_blocks;
+    backed_blocks_ = elastic ? 0 : num_blocks;
+  }
+
+  // The host KV pool's chunk: a segment's run of blocks in multiples of 64 KiB.
+  static constexpr uint64_t kKvChunkGranularity = 64 << 10;
 
   ModelWeights weights_;
   ThreadPool pool_;
   std::vector<double> inv_freq_;
   std::vector<float> final_norm_;
   std::vector<LayerSmallWeights> small_;
-  std::unique_ptr<float[]> kv_;
+  KvMapping kv_;
   int num_blocks_ = 0;
   int block_size_ = 0;
+  int64_t segment_blocks_ = 0;  // num_blocks_ padded to whole chunks: one segment's length
+  int chunk_blocks_ = 1;
+  int backed_blocks_ = 0;
 
   // Per step, reused: the sequence and position of each fed token, and the activations.
   const StepBatch* batch_ = nullptr;

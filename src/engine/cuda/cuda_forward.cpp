@@ -129,7 +129,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const float eps = float(c.rms_norm_eps);
   auto* x = residual_.as<float>();
   auto* act = activations_.as<bf16>();
-  const uint64_t layer_kv_elements = uint64_t(num_blocks_) * uint64_t(c.num_kv_heads) *
+  const uint64_t layer_kv_elements = uint64_t(kv_.segment_blocks()) * uint64_t(c.num_kv_heads) *
                                      uint64_t(block_size_) * uint64_t(c.head_dim);
 
   mark("");
@@ -143,7 +143,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
 
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[size_t(l)];
-    bf16* k_cache = kv_.as<bf16>() + uint64_t(2 * l) * layer_kv_elements;
+    bf16* k_cache = static_cast<bf16*>(kv_.data()) + uint64_t(2 * l) * layer_kv_elements;
     bf16* v_cache = k_cache + layer_kv_elements;
 
     linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);

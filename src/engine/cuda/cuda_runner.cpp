@@ -163,6 +163,22 @@ uint64_t CudaRunner::kv_block_bytes(int block_size) const {
 }
 
 void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
+  set_up_kv_cache(num_blocks, block_size, false);
+}
+
+void CudaRunner::reserve_kv_cache(int max_blocks, int block_size) {
+  set_up_kv_cache(max_blocks, block_size, true);
+}
+
+int CudaRunner::back_kv_blocks(int blocks) { return kv_.back(blocks, stream_); }
+
+void CudaRunner::release_kv_blocks(int keep_blocks) {
+  // Steps in flight may still read blocks past keep_blocks that were freed after they started.
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  kv_.release(keep_blocks);
+}
+
+void CudaRunner::set_up_kv_cache(int num_blocks, int block_size, bool elastic) {
   if (num_blocks <= 0 || block_size <= 0) {
     throw RuntimeFailure("allocate_kv_cache: num_blocks and block_size must be positive");
   }
@@ -171,12 +187,10 @@ void CudaRunner::allocate_kv_cache(int num_blocks, int block_size) {
   previous_samples_ = 0;  // the graphs' warm-up runs overwrite sampled_
   destroy_graphs();
   inputs_.reset();
-  kv_ = DeviceBuffer();
-  kv_ = DeviceBuffer(uint64_t(num_blocks) * kv_block_bytes(block_size),
-                     "the KV cache (" + std::to_string(num_blocks) + " blocks of " +
-                         std::to_string(block_size) + " tokens)");
-  // Never read before written, except by benchmarks that attend to blocks nothing filled.
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(kv_.data(), 0, kv_.bytes(), stream_));
+  kv_ = KvPoolMemory();
+  const int segments = 2 * weights_.config().num_layers;
+  kv_ = KvPoolMemory(num_blocks, segments, kv_block_bytes(block_size) / uint64_t(segments),
+                     elastic, device_, stream_);
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   StepLimits limits;
@@ -219,7 +233,13 @@ void CudaRunner::log_memory_breakdown() const {
            ", GEMM outputs ", format_bytes(gemm_out_.bytes()), ", activations ",
            format_bytes(activations_.bytes() + residual_.bytes() + queries_.bytes()),
            "), cuBLASLt workspace ", format_bytes(gemm_->workspace_bytes()), ", KV cache ",
-           format_bytes(kv_.bytes()), ", decode graphs for ", graphs_.size(),
+           format_bytes(kv_.backed_bytes()),
+           kv_.elastic()
+               ? " (elastic: mapped in chunks of " + std::to_string(kv_.chunk_blocks()) +
+                     " blocks, " + format_bytes(kv_block_bytes(block_size_) * kv_.chunk_blocks()) +
+                     ")"
+               : std::string(),
+           ", decode graphs for ", graphs_.size(),
            " batch sizes; the device reports ", format_bytes(info.free_bytes),
            " free of ", format_bytes(info.total_bytes));
 }

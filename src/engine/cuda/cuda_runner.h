@@ -42,6 +42,7 @@
 
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kv_pool_memory.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/step_inputs.h"
@@ -87,6 +88,10 @@ class CudaRunner final : public ModelRunner {
   uint64_t kv_block_bytes(int block_size) const override;
   // Throws std::logic_error while steps are outstanding.
   void allocate_kv_cache(int num_blocks, int block_size) override;
+  void reserve_kv_cache(int max_blocks, int block_size) override;
+  int back_kv_blocks(int blocks) override;
+  void release_kv_blocks(int keep_blocks) override;
+  int kv_chunk_blocks() const override { return kv_.chunk_blocks(); }
   void submit(const StepBatch& batch) override;
   void collect(StepResult& result) override;
   bool runs_ahead() const override { return true; }
@@ -145,6 +150,8 @@ class CudaRunner final : public ModelRunner {
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   void capture_graphs();
+  // allocate_kv_cache (elastic = false) and reserve_kv_cache: the pool, its step inputs, graphs.
+  void set_up_kv_cache(int num_blocks, int block_size, bool elastic);
   // Decides overlap_ for options_.kernels: sm_90 or later, and a probe launch is accepted.
   void choose_launch_overlap();
   // Records an event ending stage `stage` while profile_forward() runs; otherwise nothing.
@@ -188,7 +195,7 @@ class CudaRunner final : public ModelRunner {
   int previous_samples_ = 0;  // rows in sampled_ that the next step's placeholders may name
 
   // KV pool and what depends on its shape.
-  DeviceBuffer kv_;
+  KvPoolMemory kv_;
   int num_blocks_ = 0;
   int block_size_ = 0;
   std::unique_ptr<StepInputs> inputs_;

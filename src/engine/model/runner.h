@@ -5,7 +5,8 @@
 //
 // Contract:
 // - The scheduler owns KV block ids (KvBlockAllocator); the runner owns the KV pool's memory,
-//   allocated once by allocate_kv_cache(). Block b holds positions [b_i * block_size, ...) of the
+//   allocated once by allocate_kv_cache(), or reserved by reserve_kv_cache() and backed in chunks
+//   on demand (elastic KV, below). Block b holds positions [b_i * block_size, ...) of the
 //   sequence whose block_table lists it at index b_i.
 // - A step writes the K/V of every fed token into the sequence's blocks, attends causally over
 //   positions [0, start_position + num_tokens), and samples only where `sample` is set.
@@ -112,6 +113,20 @@ class ModelRunner {
   virtual uint64_t kv_block_bytes(int block_size) const = 0;
   virtual void allocate_kv_cache(int num_blocks, int block_size) = 0;
 
+  // Elastic KV: reserve_kv_cache() makes room for `max_blocks` ids but backs none with memory;
+  // back_kv_blocks(n) backs blocks [0, n) (rounded up to whole chunks of kv_chunk_blocks()) as
+  // far as the device gives memory and returns the blocks backed now (fewer than n when the device
+  // or the process's cap refused: not an error); release_kv_blocks(n) gives back the memory of
+  // the chunks past block n, which no outstanding step may use (the runner waits for its steps).
+  // A runner that cannot back part of its pool keeps these defaults: the pool is allocated whole.
+  virtual void reserve_kv_cache(int max_blocks, int block_size) {
+    allocate_kv_cache(max_blocks, block_size);
+    whole_pool_blocks_ = max_blocks;
+  }
+  virtual int back_kv_blocks(int /*blocks*/) { return whole_pool_blocks_; }
+  virtual void release_kv_blocks(int /*keep_blocks*/) {}
+  virtual int kv_chunk_blocks() const { return whole_pool_blocks_; }
+
   // Starts one step (see the contract above). Throws before starting anything when the batch is
   // invalid (RuntimeFailure naming the problem) or two steps are outstanding (std::logic_error).
   virtual void submit(const StepBatch& batch) = 0;
@@ -130,6 +145,9 @@ class ModelRunner {
     submit(batch);
     collect(result);
   }
+
+ private:
+  int whole_pool_blocks_ = 0;  // what the default reserve_kv_cache allocated
 };
 
 }  // namespace gpufrac::engine

@@ -1,0 +1,213 @@
+#include "engine/cuda/kv_pool_memory.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+#include "common/strings.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/model/kv_chunks.h"
+
+namespace gpufrac::engine {
+
+namespace {
+
+// The driver's virtual memory management calls, found once through the runtime.
+struct DriverVmm {
+  decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
+  decltype(&cuMemAddressReserve) reserve = nullptr;
+  decltype(&cuMemAddressFree) address_free = nullptr;
+  decltype(&cuMemCreate) create = nullptr;
+  decltype(&cuMemRelease) release = nullptr;
+  decltype(&cuMemMap) map = nullptr;
+  decltype(&cuMemUnmap) unmap = nullptr;
+  decltype(&cuMemSetAccess) set_access = nullptr;
+};
+
+template <typename F>
+void find_entry_point(const char* name, F& fn) {
+  cudaDriverEntryPointQueryResult found{};
+  void* pointer = nullptr;
+  GPUFRAC_CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion(name, &pointer, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || pointer == nullptr) {
+    throw RuntimeFailure(std::string("elastic KV: the driver has no ") + name);
+  }
+  fn = reinterpret_cast<F>(pointer);
+}
+
+const DriverVmm& driver_vmm() {
+  static const DriverVmm vmm = [] {
+    DriverVmm v;
+    find_entry_point("cuMemGetAllocationGranularity", v.granularity);
+    find_entry_point("cuMemAddressReserve", v.reserve);
+    find_entry_point("cuMemAddressFree", v.address_free);
+    find_entry_point("cuMemCreate", v.create);
+    find_entry_point("cuMemRelease", v.release);
+    find_entry_point("cuMemMap", v.map);
+    find_entry_point("cuMemUnmap", v.unmap);
+    find_entry_point("cuMemSetAccess", v.set_access);
+    return v;
+  }();
+  return vmm;
+}
+
+void check_driver(CUresult status, const char* call) {
+  if (status != CUDA_SUCCESS) {
+    throw RuntimeFailure(std::string("elastic KV: ") + call + " failed (CUresult " +
+                         std::to_string(int(status)) + ")");
+  }
+}
+
+CUmemAllocationProp device_memory_prop(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+}  // namespace
+
+KvPoolMemory::KvPoolMemory(int blocks, int segments, uint64_t segment_block_bytes, bool elastic,
+                           int device, cudaStream_t stream)
+    : elastic_(elastic),
+      device_(device),
+      blocks_(blocks),
+      segments_(segments),
+      segment_block_bytes_(segment_block_bytes) {
+  if (!elastic_) {
+    chunk_blocks_ = blocks;
+    segment_blocks_ = blocks;
+    const uint64_t bytes = uint64_t(blocks) * uint64_t(segments) * segment_block_bytes;
+    base_ = CUdeviceptr(allocate_cuda_memory(CudaMemoryKind::kDevice, bytes,
+                                             "the KV cache (" + std::to_string(blocks) + " blocks)"));
+    reserved_bytes_ = bytes;
+    // Never read before written, except by benchmarks that attend to blocks nothing filled.
+    GPUFRAC_CUDA_CHECK(cudaMemsetAsync(data(), 0, bytes, stream));
+    return;
+  }
+  const DriverVmm& vmm = driver_vmm();
+  CUmemAllocationProp prop = device_memory_prop(device);
+  size_t granularity = 0;
+  check_driver(vmm.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+               "cuMemGetAllocationGranularity");
+  chunk_blocks_ = kv_chunk_blocks(segment_block_bytes, granularity);
+  segment_blocks_ = kv_round_up_to_chunks(blocks, chunk_blocks_);
+  reserved_bytes_ = uint64_t(segment_blocks_) * uint64_t(segments) * segment_block_bytes;
+  check_driver(vmm.reserve(&base_, reserved_bytes_, granularity, 0, 0), "cuMemAddressReserve");
+}
+
+KvPoolMemory::~KvPoolMemory() { free_all(); }
+
+KvPoolMemory::KvPoolMemory(KvPoolMemory&& other) noexcept { *this = std::move(other); }
+
+KvPoolMemory& KvPoolMemory::operator=(KvPoolMemory&& other) noexcept {
+  if (this != &other) {
+    free_all();
+    elastic_ = other.elastic_;
+    device_ = other.device_;
+    blocks_ = other.blocks_;
+    segments_ = other.segments_;
+    segment_block_bytes_ = other.segment_block_bytes_;
+    chunk_blocks_ = other.chunk_blocks_;
+    segment_blocks_ = other.segment_blocks_;
+    base_ = std::exchange(other.base_, 0);
+    reserved_bytes_ = std::exchange(other.reserved_bytes_, 0);
+    chunks_ = std::move(other.chunks_);
+    other.chunks_.clear();
+  }
+  return *this;
+}
+
+int KvPoolMemory::backed_blocks() const {
+  if (!elastic_) return blocks_;
+  return int(std::min<int64_t>(int64_t(chunks_.size()) * chunk_blocks_, blocks_));
+}
+
+uint64_t KvPoolMemory::backed_bytes() const {
+  if (!elastic_) return reserved_bytes_;
+  return uint64_t(chunks_.size()) * chunk_segment_bytes() * uint64_t(segments_);
+}
+
+int KvPoolMemory::back(int blocks, cudaStream_t stream) {
+  if (!elastic_) return blocks_;
+  const DriverVmm& vmm = driver_vmm();
+  const int64_t wanted_chunks =
+      kv_round_up_to_chunks(std::min(blocks, blocks_), chunk_blocks_) / chunk_blocks_;
+  const uint64_t run = chunk_segment_bytes();
+  const uint64_t segment_stride = uint64_t(segment_blocks_) * segment_block_bytes_;
+  CUmemAllocationProp prop = device_memory_prop(device_);
+  while (int64_t(chunks_.size()) < wanted_chunks) {
+    CUmemGenericAllocationHandle handle = 0;
+    CUresult status = vmm.create(&handle, run * uint64_t(segments_), &prop, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) break;  // the device or the cap refused: wait
+    check_driver(status, "cuMemCreate");
+    const uint64_t offset = uint64_t(chunks_.size()) * run;
+    int mapped = 0;
+    for (; mapped < segments_; ++mapped) {
+      CUdeviceptr at = base_ + uint64_t(mapped) * segment_stride + offset;
+      if (vmm.map(at, run, uint64_t(mapped) * run, handle, 0) != CUDA_SUCCESS) break;
+    }
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device_;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    bool accessible = mapped == segments_;
+    for (int s = 0; accessible && s < segments_; ++s) {
+      accessible = vmm.set_access(base_ + uint64_t(s) * segment_stride + offset, run, &access,
+                                  1) == CUDA_SUCCESS;
+    }
+    if (!accessible) {
+      for (int s = 0; s < mapped; ++s) vmm.unmap(base_ + uint64_t(s) * segment_stride + offset, run);
+      vmm.release(handle);
+      throw RuntimeFailure("elastic KV: mapping chunk " + std::to_string(chunks_.size()) +
+                           " of the KV cache failed");
+    }
+    chunks_.push_back(handle);
+    GPUFRAC_CUDA_CHECK(cudaMemset2DAsync(reinterpret_cast<void*>(base_ + offset), segment_stride,
+                                         0, run, segments_, stream));
+  }
+  return backed_blocks();
+}
+
+void KvPoolMemory::release(int keep_blocks) {
+  if (!elastic_) return;
+  const size_t keep_chunks =
+      size_t(kv_round_up_to_chunks(std::max(keep_blocks, 0), chunk_blocks_) / chunk_blocks_);
+  while (chunks_.size() > keep_chunks) {
+    check_driver(drop_last_chunk(), "cuMemUnmap/cuMemRelease");
+  }
+}
+
+CUresult KvPoolMemory::drop_last_chunk() {
+  const DriverVmm& vmm = driver_vmm();
+  const uint64_t run = chunk_segment_bytes();
+  const uint64_t segment_stride = uint64_t(segment_blocks_) * segment_block_bytes_;
+  const uint64_t offset = uint64_t(chunks_.size() - 1) * run;
+  CUresult status = CUDA_SUCCESS;
+  for (int s = 0; s < segments_; ++s) {
+    CUresult unmapped = vmm.unmap(base_ + uint64_t(s) * segment_stride + offset, run);
+    if (status == CUDA_SUCCESS) status = unmapped;
+  }
+  CUresult released = vmm.release(chunks_.back());
+  chunks_.pop_back();
+  return status == CUDA_SUCCESS ? released : status;
+}
+
+void KvPoolMemory::free_all() {
+  if (base_ == 0) return;
+  if (!elastic_) {
+    release_cuda_memory(CudaMemoryKind::kDevice, reinterpret_cast<void*>(base_));
+  } else {
+    cudaDeviceSynchronize();  // nothing may still use the range
+    while (!chunks_.empty()) drop_last_chunk();
+    driver_vmm().address_free(base_, reserved_bytes_);
+  }
+  base_ = 0;
+  chunks_.clear();
+}
+
+}  // namespace gpufrac::engine
