@@ -30,6 +30,9 @@ NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm
   node.listen_port = 0;
   node.device = device_kind(spec.device);
   node.mode = sharing_mode(arm);
+  if (spec.context_reserve_bytes > 0) node.context_reserve_bytes = spec.context_reserve_bytes;
+  const bool ceiling_above_share = arm == "fractions" && spec.sm_ceiling > 1.0 / models_per_gpu;
+  node.oversubscribe_compute = ceiling_above_share;
   if (node.device != DeviceKind::kCpu) {
     node.gpus_auto = false;
     for (int g = 0; g < spec.gpus; ++g) node.gpus.push_back({std::to_string(g), std::nullopt});
@@ -41,7 +44,9 @@ NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm
     model.engine_args = spec.engine_args;
     if (arm != "dedicated") {
       model.fraction.memory_share = 1.0 / models_per_gpu;
-      if (arm == "fractions") model.fraction.compute = 1.0 / models_per_gpu;
+      if (arm == "fractions") {
+        model.fraction.compute = ceiling_above_share ? spec.sm_ceiling : 1.0 / models_per_gpu;
+      }
     }
     node.models.push_back(std::move(model));
   }

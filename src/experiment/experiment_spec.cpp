@@ -109,7 +109,7 @@ ExperimentSpec parse_experiment_spec(const std::string& yaml_text, const std::st
   YamlReader r(source);
   YAML::Node root = r.load(yaml_text);
   r.check_keys(root, "", {"name", "model", "device", "gpus", "engine_args", "workload", "runs",
-                          "slo", "packing_search", "cost", "output"});
+                          "slo", "packing_search", "node", "cost", "output"});
   ExperimentSpec spec;
   spec.source = source;
   if (root["name"]) spec.name = r.text(root["name"], "name");
@@ -124,6 +124,15 @@ ExperimentSpec parse_experiment_spec(const std::string& yaml_text, const std::st
     }
   }
   if (root["workload"]) parse_workload(r, root["workload"], spec);
+  if (const YAML::Node& node = root["node"]) {
+    r.check_keys(node, "node", {"sm_ceiling", "context_reserve"});
+    if (node["sm_ceiling"]) spec.sm_ceiling = r.number(node["sm_ceiling"], "node.sm_ceiling", 0.01, 1);
+    if (node["context_reserve"]) {
+      spec.context_reserve_bytes =
+          r.parsed(node["context_reserve"], "node.context_reserve",
+                   [](const std::string& v) { return parse_bytes(v, "node.context_reserve"); });
+    }
+  }
   const YAML::Node& runs = root["runs"];
   if (!runs || !runs.IsSequence() || runs.size() == 0) {
     r.fail(runs ? runs : root, "runs", "must list at least one run, e.g. - {arm: fractions, models_per_gpu: 2, concurrency: [1, 2]}");

@@ -10,6 +10,7 @@
 //   device: auto                    # auto | cuda | cpu
 //   gpus: 1                         # GPUs (or, on the CPU, one "GPU" of all cores) used per arm
 //   engine_args: {max-num-seqs: 32, max-model-len: 4096}
+//   node: {sm_ceiling: 0.25, context_reserve: 192M}   # optional, every node of the experiment
 //   workload: {isl: 2048, osl: 256, isl_stddev: 0, osl_stddev: 0, requests: auto, warmup: auto}
 //   runs:                           # each: an arm at one or more packings, a concurrency sweep
 //     - {arm: dedicated, models_per_gpu: 1, concurrency: [1, 2, 4, 8, 16, 32]}
@@ -64,6 +65,11 @@ struct ExperimentSpec {
   std::vector<ExperimentRun> runs;
   ExperimentSlo slo;
   std::optional<PackingSearch> packing_search;
+  // node.sm_ceiling: in fractions, each model's MPS share is max(1/m, sm_ceiling) (a ceiling, so
+  // shares may add up past 1: idle models leave their SMs to busy ones); 0: 1/m.
+  double sm_ceiling = 0;
+  // node.context_reserve: the node's per-model reserve for the CUDA context; 0: the node default.
+  uint64_t context_reserve_bytes = 0;
   double price_per_node_hour = 1.0;
   int gpus_per_node = 8;
   int cost_models = 16;

@@ -196,6 +196,55 @@ TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
   }
 }
 
+// An elastic pool (reserve_kv_cache, chunks backed on demand) computes exactly what a whole pool
+// does, with sequences whose blocks straddle two chunks; backing takes device memory and
+// releasing gives it back.
+TEST(CudaRunner, ElasticPoolEqualsWholePoolBitwiseAndGivesMemoryBack) {
+  auto whole = make_tiny_cuda(true);
+  CudaRunnerOptions options;
+  options.max_model_len = 4096;
+  CudaRunner elastic(DeviceWeights::upload(tiny_weights()), options);
+  elastic.reserve_kv_cache(kNumBlocks, kBlockSize);
+  const int chunk = elastic.kv_chunk_blocks();
+  ASSERT_GT(chunk, 0);
+  ASSERT_LT(chunk, kNumBlocks) << "the test needs at least two chunks";
+  std::printf("elastic KV chunk: %d blocks of %d tokens\n", chunk, kBlockSize);
+
+  std::mt19937 rng(5);
+  BlockCounter blocks(kBlockSize);
+  blocks.take((chunk - 3) * kBlockSize);  // the sequences' blocks start 3 before chunk 1
+  std::vector<std::unique_ptr<TestSequence>> owned;
+  std::vector<TestSequence*> all;
+  for (int length : {3, 20, 50}) {
+    owned.push_back(std::make_unique<TestSequence>());
+    owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
+    owned.back()->blocks = blocks.take(length + 16);
+    all.push_back(owned.back().get());
+  }
+  const uint64_t free_before = device_memory_info().free_bytes;
+  EXPECT_GE(elastic.back_kv_blocks(blocks.used()), blocks.used());
+  const uint64_t chunk_bytes = uint64_t(chunk) * elastic.kv_block_bytes(kBlockSize);
+  const uint64_t free_backed = device_memory_info().free_bytes;
+  EXPECT_GE(free_before - free_backed, 2 * chunk_bytes);
+  for (int i = 0; i < 12; ++i) {
+    StepBatch batch = testing::make_step(all, i == 0 ? 4096 : 1, true);
+    StepResult a, b;
+    whole->forward(batch, a);
+    elastic.forward(batch, b);
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)))
+        << "step " << i;
+    EXPECT_EQ(a.next_tokens, b.next_tokens);
+    testing::complete_step(all, batch);
+    for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
+  }
+  elastic.release_kv_blocks(0);
+  EXPECT_GE(device_memory_info().free_bytes + chunk_bytes / 2, free_before);
+  // Backed again, the pool starts from zeroed memory and computes as before.
+  EXPECT_GE(elastic.back_kv_blocks(1), 1);
+  elastic.release_kv_blocks(0);
+}
+
 // Runner `pipelined` submits step n+1 before collecting step n and feeds step n's samples as
 // placeholders (read on the device); `stepwise` is fed the real ids one step at a time. Every
 // token (and, eagerly, every logit) must be identical: decode steps in a graph bucket, a mixed

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.h"
+
 namespace gpufrac {
 namespace {
 
@@ -35,6 +37,31 @@ TEST(ExperimentPlan, NodeSpecsGiveEachModelItsFraction) {
   NodeSpec dedicated = experiment_node_spec(spec, "dedicated", 1);
   ASSERT_EQ(dedicated.models.size(), 1u);
   EXPECT_FALSE(dedicated.models[0].fraction.memory_share.has_value());
+}
+
+TEST(ExperimentPlan, SmCeilingAboveTheShareOversubscribesFractionsOnly) {
+  ExperimentSpec spec = parse_experiment_spec(
+      "model: tiny\ndevice: cpu\nnode: {sm_ceiling: 0.25, context_reserve: 192M}\nruns:\n"
+      "  - {arm: fractions, models_per_gpu: [2, 16], concurrency: [1]}\n",
+      "spec.yaml");
+  NodeSpec sixteen = experiment_node_spec(spec, "fractions", 16);
+  EXPECT_TRUE(sixteen.oversubscribe_compute);
+  EXPECT_DOUBLE_EQ(*sixteen.models[15].fraction.compute, 0.25);
+  EXPECT_DOUBLE_EQ(*sixteen.models[15].fraction.memory_share, 1.0 / 16);
+  EXPECT_EQ(sixteen.context_reserve_bytes, uint64_t(192) << 20);
+  NodeSpec two = experiment_node_spec(spec, "fractions", 2);  // 1/2 is above the ceiling
+  EXPECT_FALSE(two.oversubscribe_compute);
+  EXPECT_DOUBLE_EQ(*two.models[0].fraction.compute, 0.5);
+  NodeSpec timeslice = experiment_node_spec(spec, "timeslice", 16);
+  EXPECT_FALSE(timeslice.oversubscribe_compute);
+  EXPECT_FALSE(timeslice.models[0].fraction.compute.has_value());
+  try {
+    parse_experiment_spec("runs:\n  - {arm: dedicated, concurrency: [1]}\nnode: {sm_ceiling: 2}\n",
+                          "bad.yaml");
+    FAIL() << "no exception";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("node.sm_ceiling"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ExperimentPlan, FinishedPointsAreNotPlannedAgain) {
