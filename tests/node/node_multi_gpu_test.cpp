@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/json.h"
@@ -264,6 +265,67 @@ TEST_F(MultiGpuNode, AListOfSomeGpusUsesThoseAndOnlyThose) {
   EXPECT_EQ(node->state()["devices"].size(), 2u);
   expect_every_model_routed(*node);
   down_and_expect_nothing_left(*node, {5, 7});
+}
+
+// Models pinned with `gpu` (by index and by UUID) run there, the others where placement puts
+// them; `gpufrac status` shows every model's GPU, in its table and in --json.
+TEST_F(MultiGpuNode, PinnedModelsRunOnTheirGpuAndStatusShowsEachModelsGpu) {
+  const char* bin = std::getenv("GPUFRAC_BIN");
+  ASSERT_NE(bin, nullptr);
+  gpus(4);
+  const std::string half = "{compute: 0.5, memory: 0.5}";
+  std::string models = fake_model("m0", half) + "    gpu: 3\n" + fake_model("m1", half) +
+                       "    gpu: " + fake_gpu_uuid(3) + "\n";
+  for (int i = 2; i < 8; ++i) models += fake_model("m" + std::to_string(i), half);  // placed
+  std::string path = dir_.path() + "/node.yaml";
+  testing::write_file(path, spec_yaml(models, "mode: fractions\n"));
+  CommandOutput up = run_command({bin, "up", path, "--detach"}, current_environment(), "", 120);
+  ASSERT_TRUE(up.ok()) << up.out << up.err;
+  // binpack after the pinned pair: m2-m3 on GPU 0, m4-m5 on GPU 1, m6-m7 on GPU 2.
+  const int expected[] = {3, 3, 0, 0, 1, 1, 2, 2};
+  Json state = read_node_state(run_dir());
+  for (const Json& m : state["models"]) {
+    int i = std::stoi(m["name"].get<std::string>().substr(1));
+    EXPECT_EQ(proc_env(pid_t(m["pid"].get<int>()), "CUDA_VISIBLE_DEVICES"),
+              fake_gpu_uuid(expected[i]))
+        << m.dump();
+    EXPECT_EQ(proc_env(pid_t(m["pid"].get<int>()), "CUDA_MPS_PIPE_DIRECTORY"),
+              pipe_dir(expected[i]))
+        << m.dump();
+  }
+
+  CommandOutput table =
+      run_command({bin, "status", "--run-dir", run_dir()}, current_environment(), "", 30);
+  ASSERT_TRUE(table.ok()) << table.err;
+  std::map<std::string, std::string> gpu_column;
+  std::istringstream lines(table.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::string name, gpu, mode;
+    cells >> name >> gpu >> mode;
+    if (name.size() == 2 && name[0] == 'm') {
+      gpu_column[name] = gpu;
+      EXPECT_EQ(mode, "fractions") << line;
+    }
+  }
+  CommandOutput json =
+      run_command({bin, "status", "--run-dir", run_dir(), "--json"}, current_environment(), "", 30);
+  ASSERT_TRUE(json.ok()) << json.err;
+  Json listed = Json::parse(json.out);
+  ASSERT_EQ(gpu_column.size(), 8u) << table.out;
+  ASSERT_EQ(listed["models"].size(), 8u);
+  for (const Json& m : listed["models"]) {
+    std::string name = m["name"].get<std::string>();
+    std::string gpu = std::to_string(expected[std::stoi(name.substr(1))]);
+    EXPECT_EQ(gpu_column[name], gpu) << table.out;
+    EXPECT_EQ(m["gpu"], gpu) << m.dump();
+    EXPECT_EQ(m["gpu_uuid"], fake_gpu_uuid(std::stoi(gpu))) << m.dump();
+  }
+  CommandOutput down =
+      run_command({bin, "down", "--run-dir", run_dir()}, current_environment(), "", 120);
+  ASSERT_TRUE(down.ok()) << down.out << down.err;
+  for (const Json& m : state["models"]) EXPECT_FALSE(process_group_alive(recorded(m))) << m.dump();
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(commands(g).back(), "quit") << "GPU " << g;
 }
 
 // `gpufrac up --detach` over 4 GPUs, the node process killed: `gpufrac down` stops every engine
