@@ -6,9 +6,13 @@
 // told to quit — with every model of the node driven at once (all of them targets of every point,
 // their measured requests overlapping in time); that the summaries say gpus 4 and the report's
 // tok/s per GPU is the node's tok/s / 4; that the packing search probes m models on every GPU; that
-// nothing is left running; and that the multi-GPU results doc (tests/gpu/multigpu/results_doc.py)
-// is drafted from these results with the study's and the one-GPU run's numbers beside ours.
+// nothing is left running; that the multi-GPU suite's node check (tests/gpu/multigpu/
+// check_node_state.py) passes each arm's node and fails a wrong layout; and that its results doc
+// (tests/gpu/multigpu/results_doc.py) is drafted from these results with the study's and the
+// one-GPU run's numbers beside ours. And, with tests/fakes/fake_nvidia_smi on PATH, that the
+// suite and `scripts/gpu-check --only multigpu` refuse a machine of fewer than 2 GPUs in one line.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <climits>
@@ -231,8 +235,31 @@ TEST(ExperimentMultiGpu, EveryArmRunsAsOneNodeOverFourGpusAndReportsPerGpu) {
   EXPECT_NE(out.str().find("**3 model(s) per GPU**, 12 models on 4 GPUs"), std::string::npos)
       << out.str();
 
-  // The results doc of tests/gpu/multigpu/run, drafted from these results.
+  // The suite's check of each arm's node, on these nodes' state files.
   const std::string source = testing::source_dir();
+  auto check_node = [&](const std::string& arm, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {"python3", source + "/tests/gpu/multigpu/check_node_state.py",
+                                     run + arm + "/state.json"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return run_command(argv, current_environment(), "", 30);
+  };
+  for (const auto& [arm, flags] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"dedicated-m1", {"--gpus", "4", "--models-per-gpu", "1"}},
+           {"timeslice-m2", {"--gpus", "4", "--models-per-gpu", "2"}},
+           {"fractions-m2", {"--gpus", "4", "--models-per-gpu", "2", "--daemons"}}}) {
+    CommandOutput checked = check_node(arm, flags);
+    EXPECT_TRUE(checked.ok()) << arm << ": " << checked.out << checked.err;
+  }
+  CommandOutput wrong = check_node("fractions-m2", {"--gpus", "8", "--models-per-gpu", "2"});
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.out.find("not 2 on each"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("4 MPS daemon(s), not none"), std::string::npos) << wrong.out;
+  wrong = check_node("timeslice-m2", {"--gpus", "4", "--models-per-gpu", "2", "--daemons"});
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.out.find("MPS daemons of GPUs [], not one for each"), std::string::npos)
+      << wrong.out;
+
+  // The results doc of tests/gpu/multigpu/run, drafted from these results.
   CommandOutput study =
       run_command({std::getenv("GPUFRAC_BIN"), "report", source + "/tests/data/reference-study",
                    "--models", "16", "--out", dir + "/study-report"},
@@ -263,6 +290,67 @@ TEST(ExperimentMultiGpu, EveryArmRunsAsOneNodeOverFourGpusAndReportsPerGpu) {
       << text;  // study fractions %, one GPU's
   EXPECT_NE(text.find("**3 models per GPU, 12 on 4 GPUs**"), std::string::npos) << text;
   EXPECT_NE(text.find("Every point: config.gpus 4"), std::string::npos) << text;
+}
+
+// With fewer GPUs than the suite needs: the suite's own run fails at once with one line in the
+// summary, and `scripts/gpu-check --only multigpu` refuses in one line before it builds anything
+// (its --build-dir names nothing, which a build or a suite would stumble on).
+TEST(ExperimentMultiGpu, TheMultiGpuSuiteRefusesAMachineOfFewerGpusInOneLine) {
+  const std::string source = testing::source_dir();
+  testing::TempDir dir;
+  fs::create_directories(dir.path() + "/path");
+  fs::create_symlink(fs::absolute(testing::fake_path("fake_nvidia_smi")),
+                     dir.path() + "/path/nvidia-smi");
+  std::vector<std::string> env = current_environment();
+  const char* path = std::getenv("PATH");
+  set_env(env, "PATH", dir.path() + "/path:" + (path ? path : "/usr/bin:/bin"));
+  set_env(env, "FAKE_NVIDIA_SMI_GPUS", "1");
+
+  const std::string suite_out = dir.path() + "/suite", summary = dir.path() + "/summary.txt";
+  fs::create_directories(suite_out);
+  std::vector<std::string> suite_env = env;
+  set_env(suite_env, "GPUFRAC_SOURCE_DIR", source);
+  set_env(suite_env, "GPUFRAC_BIN", dir.path() + "/no-gpufrac");
+  set_env(suite_env, "GPUFRAC_SUITE_OUT", suite_out);
+  set_env(suite_env, "GPUFRAC_SUITE_SUMMARY", summary);
+  set_env(suite_env, "GPUFRAC_MULTIGPU_RESULTS", dir.path() + "/results");
+  CommandOutput suite = run_command({source + "/tests/gpu/multigpu/run"}, suite_env, "", 60);
+  ASSERT_FALSE(suite.timed_out);
+  EXPECT_TRUE(WIFEXITED(suite.wait_status) && WEXITSTATUS(suite.wait_status) == 1)
+      << suite.out << suite.err;
+  std::string lines = read_file(summary);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << lines;
+  EXPECT_NE(lines.find("this machine has 1 GPU(s); the multi-GPU suite needs at least 2"),
+            std::string::npos)
+      << lines;
+  EXPECT_EQ(suite.out, lines) << "the suite printed more than its summary line";
+
+  std::vector<std::string> check_env = env;
+  set_env(check_env, "OUT", dir.path() + "/check-out");
+  set_env(check_env, "GPUFRAC_BUILD_DIR", std::nullopt);
+  CommandOutput check = run_command({source + "/scripts/gpu-check", "--only", "multigpu",
+                                     "--build-dir", dir.path() + "/no-build"},
+                                    check_env, "", 60);
+  ASSERT_FALSE(check.timed_out);
+  EXPECT_TRUE(WIFEXITED(check.wait_status) && WEXITSTATUS(check.wait_status) == 1)
+      << check.out << check.err;
+  const std::string refusal =
+      "gpu-check: suite multigpu needs at least 2 GPUs, this machine has 1 (nvidia-smi -L); run "
+      "it on a machine with 2 or more\n";
+  EXPECT_NE(check.out.find(refusal), std::string::npos) << check.out;
+  // Only the log's banner and the machine's GPU come before it; nothing after.
+  EXPECT_EQ(check.out.size() - check.out.find(refusal), refusal.size()) << check.out;
+  EXPECT_NE(check.out.find("gpu: Fake H200, 999.99-fake, 143771 MiB\n"), std::string::npos)
+      << check.out;
+  EXPECT_EQ(std::count(check.out.begin(), check.out.end(), '\n'), 3) << check.out;
+
+  // Two GPUs are enough for gpu-check to go on: past the refusal, to the missing build dir.
+  set_env(check_env, "FAKE_NVIDIA_SMI_GPUS", "2");
+  check = run_command({source + "/scripts/gpu-check", "--only", "multigpu", "--build-dir",
+                       dir.path() + "/no-build"},
+                      check_env, "", 60);
+  EXPECT_EQ(check.out.find("needs at least"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("no build dir"), std::string::npos) << check.out;
 }
 
 }  // namespace
