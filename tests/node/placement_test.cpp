@@ -256,6 +256,24 @@ models:
   EXPECT_TRUE(cpu.devices[cpu.instances[0].device_index].is_cpu());
 }
 
+// On GPUs of different sizes a memory share is of the model's own GPU: its cap (the memcap shim's
+// GPUFRAC_MEMCAP_BYTES, MPS's pinned memory limit) and {gpu_memory_utilization} follow that GPU.
+TEST(Placement, AMemoryShareIsOfTheModelsOwnGpu) {
+  MachineInventory machine = machine_with_gpus(2, 80 * kGiB);
+  machine.gpus[1].memory_total = 40 * kGiB;
+  for (const char* mode : {"timeslice", "fractions"}) {
+    Placement p = place(std::string("mode: ") + mode + R"(
+models:
+  - {name: a, model: tiny, gpu: 0, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: b, model: tiny, gpu: 1, fraction: {compute: 0.5, memory: 0.5}}
+)",
+                        machine);
+    EXPECT_EQ(p.instances[0].memory_cap_bytes, 40 * kGiB - 512 * kMiB) << mode;
+    EXPECT_EQ(p.instances[1].memory_cap_bytes, 20 * kGiB - 512 * kMiB) << mode;
+    EXPECT_EQ(gpu_memory_utilization(p.instances[1], p.devices[1]), "0.4875") << mode;
+  }
+}
+
 // docs/node.md's mixed-mode example ("Several GPUs") places as the text under it says.
 TEST(Placement, TheMixedModeExampleInDocsPlacesAsDocumented) {
   const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
