@@ -34,10 +34,17 @@ using testing::read_file;
 
 const bool kFakeDriver = testing::use_fake_driver(8);
 
+// A fake engine's entry. The node checks each engine's health and then asks its GPU's (fake,
+// Python) MPS daemon about its clients one engine at a time, so on a loaded machine the last of
+// 16 engines may be checked well after it started: the startup timeout allows for that.
+std::string model_entry(const std::string& name, const std::string& fraction) {
+  return fake_model(name, fraction, "", 5, "120s");
+}
+
 // `count` models named m0, m1, ... with the same fraction.
 std::string fake_models(int count, const std::string& fraction) {
   std::string models;
-  for (int i = 0; i < count; ++i) models += fake_model("m" + std::to_string(i), fraction);
+  for (int i = 0; i < count; ++i) models += model_entry("m" + std::to_string(i), fraction);
   return models;
 }
 
@@ -274,9 +281,9 @@ TEST_F(MultiGpuNode, PinnedModelsRunOnTheirGpuAndStatusShowsEachModelsGpu) {
   ASSERT_NE(bin, nullptr);
   gpus(4);
   const std::string half = "{compute: 0.5, memory: 0.5}";
-  std::string models = fake_model("m0", half) + "    gpu: 3\n" + fake_model("m1", half) +
+  std::string models = model_entry("m0", half) + "    gpu: 3\n" + model_entry("m1", half) +
                        "    gpu: " + fake_gpu_uuid(3) + "\n";
-  for (int i = 2; i < 8; ++i) models += fake_model("m" + std::to_string(i), half);  // placed
+  for (int i = 2; i < 8; ++i) models += model_entry("m" + std::to_string(i), half);  // placed
   std::string path = dir_.path() + "/node.yaml";
   testing::write_file(path, spec_yaml(models, "mode: fractions\n"));
   CommandOutput up = run_command({bin, "up", path, "--detach"}, current_environment(), "", 120);
