@@ -26,6 +26,7 @@
 #include "common/json.h"
 #include "experiment/experiment_runner.h"
 #include "experiment/experiment_spec.h"
+#include "node/fake_gpu_node.h"
 #include "node/gpus.h"
 #include "node/node_state.h"
 #include "node/node_test_util.h"
@@ -35,15 +36,10 @@ namespace gpufrac {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fake_gpu_uuid;
 using testing::read_file;
 
 constexpr int kGpus = 4;
-
-std::string uuid(int gpu) {
-  char text[64];
-  std::snprintf(text, sizeof text, "GPU-00000000-0000-0000-0000-%012d", gpu);
-  return text;
-}
 
 // The fake machine every process of the experiment sees, set before anything loads NVML:
 // 4 GPUs, the fake MPS control program, node run directories under a fresh directory, and
@@ -52,8 +48,7 @@ struct FakeMachine {
   testing::TempDir dir;
   std::string bin = dir.path() + "/bin/gpufrac";
   FakeMachine() {
-    ::setenv("GPUFRAC_NVML_LIBRARY", FAKE_NVML_NODE, 1);
-    ::setenv("FAKE_NVML_GPUS", std::to_string(kGpus).c_str(), 1);
+    testing::use_fake_driver(kGpus);
     ::setenv("GPUFRAC_MPS_CONTROL", testing::fake_path("fake_mps_control.py").c_str(), 1);
     ::setenv("GPUFRAC_RUN_DIR", (dir.path() + "/run").c_str(), 1);
     ::setenv("FAKE_SERVE_ENGINE", SCRIPTED_SSE_SERVER, 1);
@@ -204,7 +199,7 @@ TEST(ExperimentMultiGpu, EveryArmRunsAsOneNodeOverFourGpusAndReportsPerGpu) {
     std::map<std::string, int> per_gpu;
     for (const Json& model : state["models"]) {
       ++per_gpu[model["gpu"].get<std::string>()];
-      EXPECT_EQ(model["gpu_uuid"], uuid(std::stoi(model["gpu"].get<std::string>())));
+      EXPECT_EQ(model["gpu_uuid"], fake_gpu_uuid(std::stoi(model["gpu"].get<std::string>())));
       EXPECT_FALSE(process_group_alive(recorded(model))) << model.dump();
     }
     EXPECT_EQ(per_gpu, (std::map<std::string, int>{{"0", m}, {"1", m}, {"2", m}, {"3", m}}));
@@ -214,7 +209,7 @@ TEST(ExperimentMultiGpu, EveryArmRunsAsOneNodeOverFourGpusAndReportsPerGpu) {
       int gpu = std::stoi(daemon["gpu"].get<std::string>());
       std::string pipe = run + arm + "/mps/gpu" + std::to_string(gpu) + "/pipe";
       EXPECT_EQ(daemon["pipe_dir"], pipe);
-      EXPECT_EQ(read_json(pipe + "/daemon.json")["CUDA_VISIBLE_DEVICES"], uuid(gpu));
+      EXPECT_EQ(read_json(pipe + "/daemon.json")["CUDA_VISIBLE_DEVICES"], fake_gpu_uuid(gpu));
       std::string told = read_file(pipe + "/commands.log");
       EXPECT_EQ(told.substr(told.rfind('\n', told.size() - 2) + 1), "quit\n") << pipe;
       EXPECT_FALSE(process_alive(recorded(daemon))) << daemon.dump();
@@ -265,10 +260,11 @@ TEST(ExperimentMultiGpu, EveryArmRunsAsOneNodeOverFourGpusAndReportsPerGpu) {
                    "--models", "16", "--out", dir + "/study-report"},
                   current_environment(), "", 60);
   ASSERT_TRUE(study.ok()) << study.err;
-  testing::write_file(dir + "/gpus.txt", "GPU 0: Fake H200 (UUID: " + uuid(0) +
-                                             ")\nGPU 1: Fake H200 (UUID: " + uuid(1) +
-                                             ")\nGPU 2: Fake H200 (UUID: " + uuid(2) +
-                                             ")\nGPU 3: Fake H200 (UUID: " + uuid(3) + ")\n");
+  testing::write_file(dir + "/gpus.txt", "GPU 0: Fake H200 (UUID: " + fake_gpu_uuid(0) +
+                                             ")\nGPU 1: Fake H200 (UUID: " + fake_gpu_uuid(1) +
+                                             ")\nGPU 2: Fake H200 (UUID: " + fake_gpu_uuid(2) +
+                                             ")\nGPU 3: Fake H200 (UUID: " + fake_gpu_uuid(3) +
+                                             ")\n");
   CommandOutput doc =
       run_command({"python3", source + "/tests/gpu/multigpu/results_doc.py", "--results", results,
                    "--study-report", dir + "/study-report", "--one-gpu",
