@@ -136,7 +136,7 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
   r.check_keys(
       node, field,
       {"name", "engine", "model", "engine_args", "command", "env", "health", "startup_timeout",
-       "fraction", "replicas", "restart_wait", "queue_limit", "failure_limit"});
+       "fraction", "replicas", "gpu", "restart_wait", "queue_limit", "failure_limit"});
   ModelSpec model;
   if (!node["name"]) r.fail(node, field + ".name", "missing; every model needs a name");
   model.name = r.text(node["name"], field + ".name");
@@ -212,6 +212,14 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
                                 [&](const std::string& v) { return parse_int(v, field + ".replicas"); });
     if (replicas < 1 || replicas > 64) r.fail(node["replicas"], field + ".replicas", "must be 1..64");
     model.replicas = int(replicas);
+  }
+  if (const YAML::Node& gpu = node["gpu"]) {
+    model.gpu = std::string(trim(r.scalar(gpu, field + ".gpu")));
+    if (model.gpu.empty()) {
+      r.fail(gpu, field + ".gpu",
+             "is empty; give a GPU's index or UUID (gpufrac gpus lists them), or drop gpu to let "
+             "placement choose");
+    }
   }
   parse_resilience(r, node, field, model);
   return model;

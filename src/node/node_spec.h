@@ -19,6 +19,7 @@
 //       command: vllm serve Qwen/Qwen3-4B --port {port} --gpu-memory-utilization {gpu_memory_utilization}
 //       fraction: {compute: 50%, memory: 19968M}
 //       replicas: 1
+//       gpu: 1                  # optional: run on this GPU (index or UUID)
 //
 // Every field is documented in docs/node.md.
 #pragma once
@@ -58,6 +59,8 @@ struct ModelSpec {
   double startup_timeout_s = 600;
   FractionSpec fraction;
   int replicas = 1;
+  // The GPU (NVML index or UUID, one of the node's) every replica runs on; empty: placement picks.
+  std::string gpu;
   double restart_wait_s = 30;  // how long the router holds a request while no replica is ready
   size_t queue_limit = 256;    // requests it holds at once for this model
   int failure_limit = 5;       // failures in a row before the model is marked failed; 0: never

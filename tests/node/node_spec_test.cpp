@@ -47,6 +47,7 @@ models:
     health: /ready
     startup_timeout: 20m
     fraction: {compute: 50%, memory: 19968M}
+    gpu: GPU-5a7c
 )", "spec.yaml");
   EXPECT_EQ(spec.name, "demo");
   EXPECT_EQ(spec.listen_host, "0.0.0.0");
@@ -72,7 +73,9 @@ models:
   EXPECT_DOUBLE_EQ(a.restart_wait_s, 120);
   EXPECT_EQ(a.queue_limit, 16u);
   EXPECT_EQ(a.failure_limit, 0);
+  EXPECT_EQ(a.gpu, "");  // placement picks
   const ModelSpec& b = spec.models[1];
+  EXPECT_EQ(b.gpu, "GPU-5a7c");
   EXPECT_FALSE(b.builtin());
   EXPECT_EQ(b.health_path, "/ready");
   EXPECT_DOUBLE_EQ(b.startup_timeout_s, 1200);
@@ -148,6 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"models: [{name: a, model: tiny, engine_args: {port: 1}}]",
                 "models[0].engine_args.port", "set by the node"},
         BadSpec{"models: [{name: a, model: tiny, health: ready}]", "models[0].health", "/health"},
+        BadSpec{"models: [{name: a, model: tiny, gpu: ' '}]", "models[0].gpu", "index or UUID"},
         BadSpec{"models: [{name: a, model: tiny, restart_wait: soon}]", "models[0].restart_wait",
                 "30s"},
         BadSpec{"models: [{name: a, model: tiny, restart_wait: 2h}]", "models[0].restart_wait",
