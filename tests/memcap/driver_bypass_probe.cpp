@@ -16,9 +16,9 @@
 //    "dlsym_cuMemAlloc_v2": "/.../libgpufrac_memcap.so", "init": "ok", "free_bytes": ...,
 //    "total_bytes": ..., "half_cap": "ok", "over_cap": "oom", "chunks_bytes": ...,
 //    "chunks_ended_by": "oom", "pid": 4242}
-// Results are CUDA error names as far as this program knows them ("ok", "oom", "not_permitted",
-// ...), else "error N". Exit status 0 when it got as far as allocating, 1 when the driver could
-// not be loaded or initialized, 2 for a bad command line.
+// Results are CUDA error names as far as the probes know them ("ok", "oom", "not_permitted",
+// ...), else "errorN" (cuda_result_name.h). Exit status 0 when it got as far as allocating, 1
+// when the driver could not be loaded or initialized, 2 for a bad command line.
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_result_name.h"
 #include "memcap/cuda_abi.h"
 
 namespace {
@@ -60,27 +61,6 @@ size_t parse_size(const char* text) {
   if (unit != 1) ++end;
   if (end == text || *end != '\0' || value == 0) usage("sizes are bytes or a number with K, M, G");
   return size_t(value * unit);
-}
-
-const char* result_name(CUresult result) {
-  static char other[32];
-  switch (result) {
-    case CUDA_SUCCESS:
-      return "ok";
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return "oom";
-    case CUDA_ERROR_NOT_PERMITTED:
-      return "not_permitted";
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return "not_supported";
-    case CUDA_ERROR_INVALID_VALUE:
-      return "invalid_value";
-    case CUDA_ERROR_NOT_INITIALIZED:
-      return "not_initialized";
-    default:
-      snprintf(other, sizeof other, "error %d", result);
-      return other;
-  }
 }
 
 // An address in the dynamic section is relocated by glibc on most targets and left as an offset
@@ -216,14 +196,14 @@ int main(int argc, char** argv) {
   if (init == CUDA_SUCCESS) init = device_get(&device, 0);
   if (init == CUDA_SUCCESS) init = retain(&context, device);
   if (init == CUDA_SUCCESS) init = set_current(context);
-  out += ", \"init\": " + json_text(result_name(init));
+  out += ", \"init\": " + json_text(cuda_result_name(init));
   if (init != CUDA_SUCCESS) {
     printf("%s}\n", out.c_str());
     return 1;
   }
   size_t free_bytes = 0, total_bytes = 0;
   CUresult info = mem_info(&free_bytes, &total_bytes);
-  out += ", \"info\": " + json_text(result_name(info)) +
+  out += ", \"info\": " + json_text(cuda_result_name(info)) +
          ", \"free_bytes\": " + std::to_string(free_bytes) +
          ", \"total_bytes\": " + std::to_string(total_bytes);
 
@@ -234,8 +214,8 @@ int main(int argc, char** argv) {
     return r;
   };
   out += ", \"cap_bytes\": " + std::to_string(o.cap);
-  out += ", \"half_cap\": " + json_text(result_name(alloc_and_free(o.cap / 2)));
-  out += ", \"over_cap\": " + json_text(result_name(alloc_and_free(o.cap + o.cap / 2)));
+  out += ", \"half_cap\": " + json_text(cuda_result_name(alloc_and_free(o.cap / 2)));
+  out += ", \"over_cap\": " + json_text(cuda_result_name(alloc_and_free(o.cap + o.cap / 2)));
   std::vector<CUdeviceptr> held;
   size_t held_bytes = 0;
   CUresult ended_by = CUDA_SUCCESS;
@@ -248,7 +228,7 @@ int main(int argc, char** argv) {
   }
   out += ", \"chunk_bytes\": " + std::to_string(o.chunk) +
          ", \"chunks_bytes\": " + std::to_string(held_bytes) + ", \"chunks_ended_by\": " +
-         json_text(ended_by == CUDA_SUCCESS ? "max_total" : result_name(ended_by)) + "}";
+         json_text(ended_by == CUDA_SUCCESS ? "max_total" : cuda_result_name(ended_by)) + "}";
   printf("%s\n", out.c_str());
   fflush(stdout);
   if (o.hold_seconds > 0) sleep(unsigned(o.hold_seconds));
