@@ -76,6 +76,10 @@ std::string expand_placeholders(const std::string& command,
   return out;
 }
 
+std::string cpu_turn_lock_path(const std::string& run_dir) {
+  return run_dir + "/cpu-turns.lock";
+}
+
 std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac_binary) {
   if (!spec.memcap_library.empty()) {
     if (!std::filesystem::exists(spec.memcap_library)) {
@@ -174,6 +178,11 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   if (model.builtin()) {
     plan.argv = builtin_engine_argv(context.gpufrac_binary, model, device.is_cpu() ? "cpu" : "cuda",
                                     "127.0.0.1", port);
+    bool own_lock = std::any_of(model.engine_args.begin(), model.engine_args.end(),
+                                [](const auto& arg) { return arg.first == "cpu-turn-lock"; });
+    if (device.is_cpu() && instance.mode == SharingMode::kTimeslice && !own_lock) {
+      plan.argv.insert(plan.argv.end(), {"--cpu-turn-lock", cpu_turn_lock_path(context.run_dir)});
+    }
   } else {
     std::vector<std::pair<std::string, std::string>> values = {
         {"port", std::to_string(port)},

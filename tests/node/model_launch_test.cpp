@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -157,6 +158,57 @@ TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
   EXPECT_EQ(env_value(plan, "CUDA_VISIBLE_DEVICES"), "");
   EXPECT_EQ(env_value(plan, "OMP_NUM_THREADS"), "2");
   EXPECT_EQ(plan.argv[5], "cpu");
+}
+
+PlacementDevice cpu_device(SharingMode mode) {
+  PlacementDevice cpu;
+  cpu.id = "cpu";
+  cpu.name = "CPU";
+  cpu.memory_bytes = 16 * kGiB;
+  cpu.cpus = {0, 1};
+  cpu.sm_count = 2;
+  cpu.mode = mode;
+  return cpu;
+}
+
+bool has_flag(const LaunchPlan& plan, const std::string& flag, const std::string& value) {
+  auto it = std::find(plan.argv.begin(), plan.argv.end(), flag);
+  return it != plan.argv.end() && it + 1 != plan.argv.end() && it[1] == value;
+}
+
+int flag_count(const LaunchPlan& plan, const std::string& flag) {
+  return int(std::count(plan.argv.begin(), plan.argv.end(), flag));
+}
+
+TEST(ModelLaunch, CpuTimesliceTakesTurnsOnOneLockFile) {
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {memory: 0.25}}, "
+                      "{name: b, model: tiny, fraction: {memory: 0.25}}]",
+                      cpu_device(SharingMode::kTimeslice));
+  for (const PlacedInstance& instance : f.placement.instances) {
+    LaunchPlan plan = plan_launch(f.spec, f.placement, instance, 9001, f.context);
+    EXPECT_TRUE(has_flag(plan, "--cpu-turn-lock", "/run/n/cpu-turns.lock"));
+    EXPECT_TRUE(plan.cpus.empty());  // every model may use every core, one step at a time
+  }
+}
+
+TEST(ModelLaunch, OnlyCpuTimesliceTakesTurns) {
+  Fixture fractions = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]",
+                              cpu_device(SharingMode::kFractions));
+  EXPECT_EQ(flag_count(fractions.plan(), "--cpu-turn-lock"), 0);
+  Fixture dedicated = fixture("models: [{name: a, model: tiny}]", cpu_device(SharingMode::kDedicated));
+  EXPECT_EQ(flag_count(dedicated.plan(), "--cpu-turn-lock"), 0);
+  Fixture gpu_timeslice = fixture("models: [{name: a, model: tiny, fraction: {memory: 0.25}}]",
+                                  gpu(SharingMode::kTimeslice));
+  EXPECT_EQ(flag_count(gpu_timeslice.plan(), "--cpu-turn-lock"), 0);
+}
+
+TEST(ModelLaunch, CpuTimesliceKeepsATurnLockOfEngineArgs) {
+  Fixture f = fixture("models: [{name: a, model: tiny, engine_args: {cpu-turn-lock: /tmp/mine}, "
+                      "fraction: {memory: 0.25}}]",
+                      cpu_device(SharingMode::kTimeslice));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(flag_count(plan, "--cpu-turn-lock"), 1);
+  EXPECT_TRUE(has_flag(plan, "--cpu-turn-lock", "/tmp/mine"));
 }
 
 TEST(ModelLaunch, CommandPlaceholders) {
