@@ -3,6 +3,7 @@
 // tenants against the fake driver, whose devices hold 1 GiB each.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #include <string>
 #include <vector>
@@ -161,6 +162,46 @@ TEST(MemcapPool, AFloorWithoutAPoolRefusesCuda) {
   EXPECT_NE(r.stderr_text.find("GPUFRAC_MEMCAP_FLOOR_BYTES is set but GPUFRAC_MEMCAP_POOL_BYTES "
                                "is not"),
             std::string::npos)
+      << r.stderr_text;
+}
+
+TEST(MemcapPool, TheMemcapCommandRunsACommandInAPool) {
+  MemcapSandbox sandbox;
+  const char* gpufrac = getenv("GPUFRAC_BIN");
+  ASSERT_NE(gpufrac, nullptr);
+  Environment env = sandbox.environment(std::nullopt);
+  env["LD_PRELOAD"] = std::nullopt;  // the command sets it
+  std::vector<std::string> argv = {
+      gpufrac, "memcap",      "--bytes",           "64M", "--floor", "16M", "--pool-bytes",
+      "96M",   "--state-dir", sandbox.state_dir(), "--"};
+  for (const std::string& word : sandbox.probe_argv({"init", "info", "alloc", "64M", "info"})) {
+    argv.push_back(word);
+  }
+  ProgramResult r = run_program(argv, env);
+  EXPECT_EQ(r.lines,
+            (Lines{"init ok", info(64 * kMiB, 64 * kMiB), "alloc 64M ok", info(0, 64 * kMiB)}))
+      << r.stderr_text;
+
+  r = run_program({gpufrac, "memcap", "--bytes", "1G", "--floor", "1G", "--pool-bytes", "80G",
+                   "--pool", "node-a", "--print-env"},
+                  env);
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.lines.size(), 7u) << r.stdout_text;
+  EXPECT_EQ(r.lines[4], "export GPUFRAC_MEMCAP_FLOOR_BYTES='1G'");
+  EXPECT_EQ(r.lines[5], "export GPUFRAC_MEMCAP_POOL_BYTES='80G'");
+  EXPECT_EQ(r.lines[6], "export GPUFRAC_MEMCAP_POOL='node-a'");
+
+  r = run_program(
+      {gpufrac, "memcap", "--bytes", "1G", "--floor", "2G", "--pool-bytes", "80G", "--", "true"},
+      env);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("--floor: device 0's floor (2147483648 bytes) is above its ceiling "
+                               "in --bytes"),
+            std::string::npos)
+      << r.stderr_text;
+  r = run_program({gpufrac, "memcap", "--bytes", "1G", "--floor", "1G", "--", "true"}, env);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("--floor is set but --pool-bytes is not"), std::string::npos)
       << r.stderr_text;
 }
 
