@@ -7,14 +7,21 @@
 //                     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<sm %>,
 //                     CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<cap>M, and the memcap shim when built
 //   timeslice (GPU)   the memcap shim: LD_PRELOAD + GPUFRAC_MEMCAP_BYTES/_TENANT/_STATE_DIR
+//   elastic memory    (fractions or timeslice) the cap above is the ceiling (MPS's pinned limit
+//                     too), plus GPUFRAC_MEMCAP_FLOOR_BYTES=<floor> and
+//                     GPUFRAC_MEMCAP_POOL_BYTES=<the GPU's pool, placement.h>; the shim is
+//                     required; the built-in engine gets --memory-budget elastic unless its
+//                     engine_args give --memory-budget
 //   dedicated (GPU)   nothing more
 //   both of those     CUDA_MPS_PIPE_DIRECTORY=<run_dir>/mps/none (empty), so that the engine
 //                     never joins a daemon on CUDA's default /tmp/nvidia-mps
 //   CPU               CUDA_VISIBLE_DEVICES="" ; fractions: sched_setaffinity to its cores and
 //                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap
-//   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES,
-//                     GPUFRAC_NODE_SM_PERCENT (so any engine can read its limits), then the
-//                     model's own env: entries.
+//   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES (the
+//                     cap or ceiling), GPUFRAC_NODE_SM_PERCENT (so any engine can read its
+//                     limits; elastic memory adds GPUFRAC_NODE_MEMORY_FLOOR_BYTES), then the
+//                     model's own env: entries. CPU: elastic memory's ceiling is the RLIMIT_DATA
+//                     (no pool: host memory is not capped per tenant).
 // Command line: builtin = `<gpufrac> serve --model M --device cuda|cpu --host 127.0.0.1
 // --port P --served-model-name NAME [--KEY VALUE for engine_args]`; command: = `/bin/sh -c
 // <command>` with {port}, {gpu}, {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name}
@@ -75,8 +82,11 @@ std::string expand_placeholders(const std::string& command,
 struct GpuLimits {
   std::string gpu_uuid;  // CUDA_VISIBLE_DEVICES
   SharingMode mode = SharingMode::kFractions;
-  int sm_percent = 100;  // fractions: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-  uint64_t memory_cap_bytes = 0;
+  int sm_percent = 100;           // fractions: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+  uint64_t memory_cap_bytes = 0;  // elastic memory: the ceiling
+  bool elastic_memory = false;
+  uint64_t memory_floor_bytes = 0;  // elastic memory: the floor
+  uint64_t memory_pool_bytes = 0;   // elastic memory: the GPU's pool
   // fractions: the GPU daemon's client environment (pipe and log directories)
   std::vector<std::pair<std::string, std::string>> mps_client_env;
   std::string no_mps_pipe_dir;  // timeslice, dedicated: an empty CUDA_MPS_PIPE_DIRECTORY
