@@ -271,20 +271,19 @@ bool parse_memcap_pool(const char* floor, const char* pool_bytes, const char* po
       config->floor_bytes[d] = 0;
       continue;
     }
-    if (config->floor_bytes[d] > config->cap_bytes[d]) {
+    const struct {
+      const char* name;
+      const char* variable;
+      uint64_t bytes;
+    } bounds[] = {{"ceiling", kEnvBytes, config->cap_bytes[d]},
+                  {"pool", kEnvPoolBytes, config->pool_bytes[d]}};
+    for (const auto& bound : bounds) {
+      if (config->floor_bytes[d] <= bound.bytes) continue;
       snprintf(error, error_size,
-               "%s: device %d's floor (%llu bytes) is above its ceiling in %s (%llu bytes); lower "
-               "the floor",
-               kEnvFloorBytes, d, (unsigned long long)config->floor_bytes[d], kEnvBytes,
-               (unsigned long long)config->cap_bytes[d]);
-      return false;
-    }
-    if (config->floor_bytes[d] > config->pool_bytes[d]) {
-      snprintf(error, error_size,
-               "%s: device %d's floor (%llu bytes) is above its pool in %s (%llu bytes); lower "
-               "the floor",
-               kEnvFloorBytes, d, (unsigned long long)config->floor_bytes[d], kEnvPoolBytes,
-               (unsigned long long)config->pool_bytes[d]);
+               "%s: device %d's floor (%llu bytes) is above its %s in %s (%llu bytes); lower the "
+               "floor",
+               kEnvFloorBytes, d, (unsigned long long)config->floor_bytes[d], bound.name,
+               bound.variable, (unsigned long long)bound.bytes);
       return false;
     }
   }

@@ -113,42 +113,25 @@ TEST(MemcapPool, AForkChildJoinsForItselfAndIsReclaimed) {
       << r.stderr_text;
 }
 
-// Two tenants, eight threads each, allocating through every kind of allocation with a delay
-// inside the driver: together they never hold more than the pool on the fake GPU, and the same
-// load under the ceilings alone does.
+// Two tenants, one stress process each (run_stress_pair): together they never hold more than the
+// pool on the fake GPU.
 TEST(MemcapPool, ManyThreadsOfTwoTenantsNeverExceedThePoolTogether) {
   constexpr unsigned long long kPool = 384 * kMiB;
   auto run_pair = [](MemcapSandbox& sandbox, bool with_pool) {
-    std::vector<ProgramResult> results;
     std::vector<Environment> envs;
     for (const char* tenant : {"a", "b"}) {
-      Environment env =
-          with_pool ? pooled(sandbox, tenant, "256M", "32M", "384M") : sandbox.environment("256M");
-      env["GPUFRAC_MEMCAP_TENANT"] = tenant;
-      env["FAKE_CUDA_ALLOC_DELAY_US"] = "100";
-      envs.push_back(env);
+      envs.push_back(with_pool ? pooled(sandbox, tenant, "256M", "32M", "384M")
+                               : sandbox.environment("256M"));
+      envs.back()["GPUFRAC_MEMCAP_TENANT"] = tenant;
     }
-    RunningProgram first(sandbox.probe_argv({"init", "stress", "8", "400", "48", "1"}), envs[0]);
-    RunningProgram second(
-        sandbox.probe_argv({"--api", "procaddress", "init", "stress", "8", "400", "48", "2"}),
-        envs[1]);
-    results.push_back(first.wait());
-    results.push_back(second.wait());
-    return results;
+    return run_stress_pair(sandbox.probe_argv({}), envs[0], envs[1]);
   };
   MemcapSandbox pooled_gpu;
-  for (const ProgramResult& r : run_pair(pooled_gpu, true)) {
-    ASSERT_EQ(r.lines.size(), 2u) << r.stdout_text << r.stderr_text;
-    unsigned long long ok = 0, oom = 0, other = 0;
-    ASSERT_EQ(sscanf(r.lines[1].c_str(), "stress ok=%llu oom=%llu other=%llu", &ok, &oom, &other),
-              3);
-    EXPECT_GT(ok, 100u);
-    EXPECT_GT(oom, 0u) << "the pool was never reached: the test proves nothing";
-    EXPECT_EQ(other, 0u) << r.stderr_text;
-  }
+  expect_stress_reached(run_pair(pooled_gpu, true), "pool");
   EXPECT_LE(pooled_gpu.device_peak(0), kPool);
   EXPECT_EQ(pooled_gpu.device_used(0), 0u);
 
+  // The same two tenants under their ceilings alone go past the pool.
   MemcapSandbox ceilings_only;
   run_pair(ceilings_only, false);
   EXPECT_GT(ceilings_only.device_peak(0), kPool);

@@ -31,6 +31,17 @@ PlacementDevice gpu(SharingMode mode) {
   return d;
 }
 
+PlacementDevice cpu_device() {
+  PlacementDevice cpu;
+  cpu.id = "cpu";
+  cpu.name = "CPU";
+  cpu.memory_bytes = 16 * kGiB;
+  cpu.cpus = {0, 1, 2, 3};
+  cpu.sm_count = 4;
+  cpu.mode = SharingMode::kFractions;
+  return cpu;
+}
+
 struct Fixture {
   NodeSpec spec;
   Placement placement;
@@ -119,14 +130,7 @@ TEST(ModelLaunch, DedicatedGetsOnlyItsGpu) {
 }
 
 TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
-  PlacementDevice cpu;
-  cpu.id = "cpu";
-  cpu.name = "CPU";
-  cpu.memory_bytes = 16 * kGiB;
-  cpu.cpus = {0, 1, 2, 3};
-  cpu.sm_count = 4;
-  cpu.mode = SharingMode::kFractions;
-  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu);
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu_device());
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.cpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB - (uint64_t(512) << 20));
@@ -193,16 +197,9 @@ models:
 }
 
 TEST(ModelLaunch, ElasticMemoryOnTheCpuIsLimitedByItsCeiling) {
-  PlacementDevice cpu;
-  cpu.id = "cpu";
-  cpu.name = "CPU";
-  cpu.memory_bytes = 16 * kGiB;
-  cpu.cpus = {0, 1, 2, 3};
-  cpu.sm_count = 4;
-  cpu.mode = SharingMode::kFractions;
   Fixture f = fixture(
       "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 1G, max: 4G}}}]",
-      cpu);
+      cpu_device());
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB);
   EXPECT_EQ(plan.argv.back(), "elastic");
