@@ -252,10 +252,9 @@ int PoolLedger::member_locked(char* error, size_t error_size) {
     if (floors + floor_ > pool_bytes_) {
       format_size(floors, taken, sizeof taken);
       snprintf(error, error_size,
-               "cannot join the memory pool %s: the floors of its %d tenants take %s of its %s, "
-               "no room for tenant '%s''s floor of %s; lower %s or raise %s",
-               path(), members_of(*pool_), taken, limit, tenant_, floor_text, kEnvFloorBytes,
-               kEnvPoolBytes);
+               "cannot join the memory pool %s: the floors of the tenants in it take %s of its "
+               "%s, no room for tenant '%s''s floor of %s; lower %s or raise %s",
+               path(), taken, limit, tenant_, floor_text, kEnvFloorBytes, kEnvPoolBytes);
       return -1;
     }
     for (int i = 0; i < kMaxPoolTenants && index < 0; ++i) {
