@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
+#include "common/api_key.h"
 #include "common/cli_args.h"
 #include "common/error.h"
 #include "common/http_client.h"
@@ -104,10 +106,14 @@ double non_negative(const CliArgs& args, const std::string& name) {
   return value;
 }
 
+// The command as the result files record it, with the value of --api-key left out.
 std::string command_line(int argc, char** argv) {
   std::string text = "gpufrac";
+  bool key_next = false;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
+    if (key_next || arg.starts_with("--api-key=")) arg = key_next ? "..." : "--api-key=...";
+    key_next = arg == "--api-key";
     bool plain = arg.find_first_of(" \t\"'$\\") == std::string::npos && !arg.empty();
     text += " " + (plain ? arg : "'" + arg + "'");
   }
@@ -140,7 +146,9 @@ BenchTarget parse_target(const std::string& text, Endpoint endpoint) {
 void resolve_model(BenchTarget& target) {
   if (!target.model.empty()) return;
   std::string url = target.url + "/v1/models";
-  HttpReply reply = http_get(url, 10);
+  std::vector<std::string> headers;
+  if (!target.api_key.empty()) headers.push_back("Authorization: Bearer " + target.api_key);
+  HttpReply reply = http_get(url, 10, headers);
   if (!reply.ok()) {
     throw RuntimeFailure("--target " + target.url + " has no model name and GET " + url +
                          " failed (" +
@@ -176,6 +184,10 @@ int bench_command(int argc, char** argv) {
               "is driven at the same time, each with its own stream set at the full concurrency "
               "(concurrency is per model, as in the reference study).",
               std::nullopt, true)
+      .option("api-key", "KEY",
+              "Sent to every target as 'Authorization: Bearer KEY' (a server started with "
+              "--api-key, a node with api_keys). Default: $OPENAI_API_KEY, which keeps it off the "
+              "command line; the result files never record it.")
       .option("endpoint", "completions|chat",
               "completions: POST /v1/completions (token-id prompts by default). chat: POST "
               "/v1/chat/completions with one user message of text of exactly ISL tokens, chat "
@@ -262,7 +274,17 @@ int bench_command(int argc, char** argv) {
   for (const std::string& t : targets) {
     config.targets.push_back(parse_target(t, config.workload.endpoint));
   }
-  for (BenchTarget& t : config.targets) resolve_model(t);
+  std::string api_key = args.has("api-key") ? args.get("api-key") : "";
+  if (api_key.empty()) {
+    if (const char* from_env = std::getenv("OPENAI_API_KEY")) api_key = from_env;
+  }
+  if (std::string problem = api_key.empty() ? "" : api_key_problem(api_key); !problem.empty())
+    throw UsageError((args.given("api-key") ? "--api-key: the key " : "OPENAI_API_KEY: the key ") +
+                     problem);
+  for (BenchTarget& t : config.targets) {
+    t.api_key = api_key;
+    resolve_model(t);
+  }
 
   config.open_loop = args.given("request-rate");
   if (config.open_loop) {

@@ -173,7 +173,8 @@ void prepare_text_prompts(const std::vector<BenchTarget>& targets, std::vector<T
            kTokenizeParallel, " calls at a time");
   int64_t built_before = 0, calls = 0;
   for (size_t i = 0; i < loads.size(); ++i) {
-    ServerTokenCounter counter(targets[i].url, targets[i].model, workload.endpoint);
+    ServerTokenCounter counter(targets[i].url, targets[i].model, workload.endpoint,
+                               targets[i].api_key);
     WorkloadGenerator& generator = loads[i].generator;
     std::vector<TextPromptSpec> specs(static_cast<size_t>(per_target));
     for (int64_t r = 0; r < per_target; ++r) {
@@ -216,17 +217,19 @@ PointRun run_load_point(const std::vector<BenchTarget>& targets, const WorkloadS
                         const std::function<void(const PointProgress&)>& on_progress,
                         double progress_interval_s) {
   std::vector<HttpUrl> endpoints;
+  std::vector<std::string> api_keys;
   std::vector<TargetLoad> loads;
   loads.reserve(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     endpoints.push_back(targets[i].endpoint);
+    api_keys.push_back(targets[i].api_key);
     loads.emplace_back(int(i), targets[i], workload, point_key);
   }
   if (workload.prompt == PromptKind::kText) {
     prepare_text_prompts(targets, loads, workload, int64_t(point.warmup) + point.requests,
                          on_progress, progress_interval_s);
   }
-  StreamClient client(std::move(endpoints), request_timeout_s);
+  StreamClient client(std::move(endpoints), request_timeout_s, api_keys);
   PointRun run;
   run.start_time = utc_now_iso();
   if (point.warmup > 0) {

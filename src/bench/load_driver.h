@@ -28,6 +28,7 @@ struct BenchTarget {
   std::string url;    // as given, e.g. "http://127.0.0.1:8001"
   std::string model;  // the "model" field of every request
   HttpUrl endpoint;   // where requests go: host, port and /v1/... path
+  std::string api_key;  // sent as "Authorization: Bearer KEY" with every request; "": none
 };
 
 struct LoadPoint {

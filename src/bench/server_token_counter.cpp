@@ -8,11 +8,14 @@
 namespace gpufrac {
 
 ServerTokenCounter::ServerTokenCounter(const std::string& base_url, std::string model,
-                                       Endpoint endpoint, double timeout_s)
+                                       Endpoint endpoint, const std::string& api_key,
+                                       double timeout_s)
     : url_(base_url + "/tokenize"),
       model_(std::move(model)),
       endpoint_(endpoint),
-      timeout_s_(timeout_s) {}
+      timeout_s_(timeout_s) {
+  if (!api_key.empty()) headers_.push_back("Authorization: Bearer " + api_key);
+}
 
 int ServerTokenCounter::count(const std::string& text) const {
   Json body = {{"model", model_}};
@@ -23,7 +26,8 @@ int ServerTokenCounter::count(const std::string& text) const {
     body["prompt"] = text;
   }
   ++calls_;
-  HttpReply reply = http_post_json(url_, body.dump(), timeout_s_);
+  HttpReply reply =
+      http_request("POST", url_, body.dump(), timeout_s_, "application/json", headers_);
   if (reply.status == 404 || reply.status == 405 || reply.status == 501) {
     throw RuntimeFailure(
         std::string(endpoint_ == Endpoint::kChat ? "--endpoint chat" : "--prompt text") +

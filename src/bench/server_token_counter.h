@@ -20,8 +20,9 @@ namespace gpufrac {
 class ServerTokenCounter : public TokenCounter {
  public:
   // `base_url` is the target's URL without /v1 ("http://127.0.0.1:8001").
+  // `api_key`: sent as "Authorization: Bearer KEY" ("": none).
   ServerTokenCounter(const std::string& base_url, std::string model, Endpoint endpoint,
-                     double timeout_s = 60);
+                     const std::string& api_key = {}, double timeout_s = 60);
   int count(const std::string& text) const override;
   std::string source() const override { return "POST " + url_; }
   int64_t calls() const { return calls_.load(); }
@@ -30,6 +31,7 @@ class ServerTokenCounter : public TokenCounter {
   std::string url_;
   std::string model_;
   Endpoint endpoint_;
+  std::vector<std::string> headers_;
   double timeout_s_;
   mutable std::atomic<int64_t> calls_{0};
 };

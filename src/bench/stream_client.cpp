@@ -87,14 +87,18 @@ uint64_t raise_open_file_limit() {
   return limit.rlim_cur;
 }
 
-StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s)
+StreamClient::StreamClient(std::vector<HttpUrl> urls, double request_timeout_s,
+                           const std::vector<std::string>& api_keys)
     : timeout_ns_(int64_t(request_timeout_s * 1e9)), idle_(urls.size()), events_(kMaxEvents) {
-  for (HttpUrl& url : urls) {
+  for (size_t i = 0; i < urls.size(); ++i) {
+    const HttpUrl& url = urls[i];
     Endpoint e;
     std::string error;
     if (!resolve_server_address(url.host, url.port, e.server, error)) throw RuntimeFailure(error);
     e.head_prefix = "POST " + url.path + " HTTP/1.1\r\nHost: " + e.server.authority() +
                     "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n";
+    if (i < api_keys.size() && !api_keys[i].empty())
+      e.head_prefix += "Authorization: Bearer " + api_keys[i] + "\r\n";
     endpoints_.push_back(std::move(e));
   }
   arena_.reserve(1 << 20);

@@ -12,7 +12,8 @@
 // HttpClientConnection (connect, partial writes, HttpParser on the reply: chunked or not), driven
 // in its two halves: receive() for every ready socket first, take() afterwards.
 //
-// Each request carries "X-Request-Id: <target>-<request_id>" for matching with server logs.
+// Each request carries "X-Request-Id: <target>-<request_id>" for matching with server logs, and
+// the target's API key, if it has one, as "Authorization: Bearer KEY".
 //
 // Connections: HTTP/1.1 keep-alive, one request at a time per connection, a new connection
 // whenever no idle one to that target exists: no pool cap, so concurrency is never limited here.
@@ -49,7 +50,9 @@ struct StreamRequest {
 class StreamClient {
  public:
   // endpoints[target] = where that target's requests go (host, port, path).
-  StreamClient(std::vector<HttpUrl> endpoints, double request_timeout_s);
+  // api_keys[i]: endpoint i's key ("" or missing: none).
+  StreamClient(std::vector<HttpUrl> endpoints, double request_timeout_s,
+               const std::vector<std::string>& api_keys = {});
   ~StreamClient();  // closes every connection; requests still in flight are abandoned unrecorded
   StreamClient(const StreamClient&) = delete;
   StreamClient& operator=(const StreamClient&) = delete;

@@ -29,7 +29,8 @@ std::string failure_text(const HttpClientConnection& connection, const ServerAdd
 }  // namespace
 
 HttpReply http_request(std::string_view method, std::string_view url, std::string_view body,
-                       double timeout_s, std::string_view content_type) {
+                       double timeout_s, std::string_view content_type,
+                       const std::vector<std::string>& extra_headers) {
   HttpReply reply;
   HttpUrl target;
   try {
@@ -46,6 +47,7 @@ HttpReply http_request(std::string_view method, std::string_view url, std::strin
   if (!body.empty() || method == "POST" || method == "PUT") {
     headers.push_back("Content-Type: " + std::string(content_type));
   }
+  headers.insert(headers.end(), extra_headers.begin(), extra_headers.end());
   HttpClientConnection connection;
   connection.connect(server.socket);
   if (!connection.connect_failed()) {

@@ -24,10 +24,13 @@ struct HttpReply {
   bool ok() const { return status >= 200 && status < 300; }
 };
 
+// `headers`: extra header lines without CRLF ("Authorization: Bearer KEY").
 HttpReply http_request(std::string_view method, std::string_view url, std::string_view body = {},
-                       double timeout_s = 10, std::string_view content_type = "application/json");
-inline HttpReply http_get(std::string_view url, double timeout_s = 10) {
-  return http_request("GET", url, {}, timeout_s);
+                       double timeout_s = 10, std::string_view content_type = "application/json",
+                       const std::vector<std::string>& headers = {});
+inline HttpReply http_get(std::string_view url, double timeout_s = 10,
+                          const std::vector<std::string>& headers = {}) {
+  return http_request("GET", url, {}, timeout_s, "application/json", headers);
 }
 inline HttpReply http_post_json(std::string_view url, std::string_view body, double timeout_s = 10) {
   return http_request("POST", url, body, timeout_s);

@@ -372,6 +372,7 @@ class HttpServer::Loop {
     HttpRequest request = std::move(c->request);
     c->request = HttpRequest();
     auto response = std::shared_ptr<HttpResponse>(new HttpResponse(c, sequence));
+    if (server_.gate_ && !server_.gate_(request, *response)) return;
     const Route* match = nullptr;
     bool path_known = false;
     for (const Route& r : server_.routes_) {

@@ -60,6 +60,9 @@ class HttpResponse {
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, std::shared_ptr<HttpResponse>)>;
+// Sees every complete request before routing, on the loop thread: true lets it go to its route
+// (or to the 404/405 answers); false means the gate answered it (an API key check: 401).
+using HttpGate = std::function<bool(const HttpRequest&, HttpResponse&)>;
 
 // An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}.
 std::string openai_error_body(std::string_view message, std::string_view type,
@@ -84,6 +87,8 @@ class HttpServer {
 
   // Exact path match ("/v1/completions"), or a prefix when `path` ends with '*'. Call before start().
   void route(std::string method, std::string path, HttpHandler handler);
+  // At most one gate (see HttpGate); call before start().
+  void gate(HttpGate gate) { gate_ = std::move(gate); }
 
   // Binds and starts the loop thread. Throws RuntimeFailure naming the address when it can't bind.
   void start();
@@ -100,6 +105,7 @@ class HttpServer {
   class Loop;
   HttpServerOptions options_;
   std::vector<Route> routes_;
+  HttpGate gate_;
   std::unique_ptr<Loop> loop_;
   int port_ = 0;
   std::atomic<size_t> open_connections_{0};

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "common/error.h"
 #include "common/run_label.h"
 
 namespace gpufrac {
@@ -21,7 +22,39 @@ SharingMode sharing_mode(const std::string& arm) {
   return SharingMode::kFractions;
 }
 
+bool runs_on_cpu(const ExperimentSpec& spec, const MachineInventory& machine) {
+  return spec.device == "cpu" || (spec.device == "auto" && machine.gpus.empty());
+}
+
 }  // namespace
+
+void check_gpu_count(const ExperimentSpec& spec, const MachineInventory& machine) {
+  if (spec.device == "cuda" && machine.gpus.empty()) {
+    throw UsageError(spec.source + ": device: cuda, but " + machine.nvml_status +
+                     "; use device: auto or cpu to run on the CPU");
+  }
+  std::string gpus = "gpus: " + std::to_string(spec.gpus);
+  if (runs_on_cpu(spec, machine)) {
+    if (spec.gpus > 1) {
+      throw UsageError(spec.source + ": " + gpus + ", but the arms run on the CPU (" +
+                       (spec.device == "cpu" ? "device: cpu" : machine.nvml_status) +
+                       "), which is one device; set gpus: 1");
+    }
+    return;
+  }
+  int have = int(machine.gpus.size());
+  if (spec.gpus > have) {
+    throw UsageError(spec.source + ": " + gpus + ", but this machine has " + std::to_string(have) +
+                     (have == 1 ? " GPU" : " GPUs") +
+                     " (gpufrac gpus lists them); set gpus: " + std::to_string(have) +
+                     " or fewer, or run on a machine with " + std::to_string(spec.gpus));
+  }
+}
+
+std::string where_arms_run(const ExperimentSpec& spec, const MachineInventory& machine) {
+  if (runs_on_cpu(spec, machine)) return "the CPU";
+  return std::to_string(spec.gpus) + (spec.gpus == 1 ? " GPU" : " GPUs");
+}
 
 NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm, int models_per_gpu) {
   NodeSpec node;

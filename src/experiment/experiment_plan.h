@@ -1,6 +1,8 @@
 // What an experiment spec turns into: one node spec per (arm, models per GPU), the bench
 // configuration that drives it, and — for resuming — the points whose results don't exist yet.
-// Pure functions of the spec and the files under spec.output; no processes, no sockets.
+// Every arm runs on the same `spec.gpus` GPUs, 0 .. gpus-1 (on the CPU: one "GPU" of all cores).
+// Pure functions of the spec, the machine's inventory and the files under spec.output; no
+// processes, no sockets.
 #pragma once
 
 #include <string>
@@ -8,9 +10,18 @@
 
 #include "bench/bench_run.h"
 #include "experiment/experiment_spec.h"
+#include "node/gpus.h"
 #include "node/node_spec.h"
 
 namespace gpufrac {
+
+// Whether this machine can run the spec's arms before any starts: `gpus` GPUs at least, and on
+// the CPU (device: cpu, or no NVIDIA GPU under device: auto) gpus 1. Throws UsageError naming
+// the spec's `gpus` (or `device`) and the fix.
+void check_gpu_count(const ExperimentSpec& spec, const MachineInventory& machine);
+
+// "4 GPUs", "1 GPU", or "the CPU": where the spec's arms run on this machine.
+std::string where_arms_run(const ExperimentSpec& spec, const MachineInventory& machine);
 
 // `models_per_gpu x spec.gpus` copies of spec.model named m0, m1, ...; on `fractions` each gets
 // 1/models_per_gpu of the SMs and of the memory, on `timeslice` of the memory only, on

@@ -10,6 +10,7 @@
 #include "experiment/node_session.h"
 #include "experiment/packing_search.h"
 #include "experiment/progress_clock.h"
+#include "node/gpus.h"
 
 namespace gpufrac {
 namespace {
@@ -42,6 +43,8 @@ class InterruptGuard {
 }  // namespace
 
 int run_experiment(const ExperimentSpec& spec, const ExperimentOptions& options, std::ostream& out) {
+  MachineInventory machine = discover_machine();
+  check_gpu_count(spec, machine);
   InterruptGuard guard;
   std::filesystem::create_directories(spec.output);
   std::vector<NodeRunPlan> plans = plan_runs(spec);
@@ -49,7 +52,8 @@ int run_experiment(const ExperimentSpec& spec, const ExperimentOptions& options,
   for (const NodeRunPlan& p : plans) total_points += p.points();
   ProgressClock clock(total_points, options.progress);
   out << "gpufrac experiment: " << spec.name << " (" << options.spec_name << "), " << total_points
-      << " point(s) to run, results in " << spec.output << "\n";
+      << " point(s) to run on " << where_arms_run(spec, machine) << ", results in " << spec.output
+      << "\n";
   std::vector<std::string> result_dirs;
   for (const NodeRunPlan& plan : plans) {
     result_dirs.push_back(arm_directory(spec.output, plan.arm, plan.models_per_gpu));

@@ -123,12 +123,14 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
                         {"failed_requests", p.failed_requests}, {"summary", p.summary_path},
                         {"started", p.started}, {"not_started_reason", p.not_started_reason}});
     }
-    Json record = {{"arm", search.arm},
-                   {"rate_per_model", search.rate},
-                   {"slo", {{"ttft_p90_ms", spec.slo.ttft_p90_ms}, {"itl_p50_ms", spec.slo.itl_p50_ms}}},
-                   {"max_models_per_gpu", search.max_models_per_gpu},
-                   {"largest_passing_models_per_gpu", result.largest_passing},
-                   {"probes", probes}};
+    Json record = {
+        {"arm", search.arm},
+        {"gpus", spec.gpus},
+        {"rate_per_model", search.rate},
+        {"slo", {{"ttft_p90_ms", spec.slo.ttft_p90_ms}, {"itl_p50_ms", spec.slo.itl_p50_ms}}},
+        {"max_models_per_gpu", search.max_models_per_gpu},
+        {"largest_passing_models_per_gpu", result.largest_passing},
+        {"probes", probes}};
     std::ofstream(spec.output + "/packing.json") << record.dump(2) << "\n";
   }
   return result;
@@ -137,10 +139,14 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
 std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSearchResult& result) {
   const PackingSearch& search = *spec.packing_search;
   std::ostringstream out;
-  out << "## Packing search (open loop)\n\n"
-      << "Each model receives " << search.rate << " requests/s (ISL " << spec.isl << ", OSL "
-      << spec.osl << "); SLO: TTFT p90 <= " << spec.slo.ttft_p90_ms << " ms and ITL p50 <= "
-      << spec.slo.itl_p50_ms << " ms for every model, no failed request.\n\n"
+  out << "## Packing search (open loop)\n\n";
+  if (spec.gpus > 1) {
+    out << "Each probe is one node of m models per GPU on all " << spec.gpus << " GPUs. ";
+  }
+  out << "Each model receives " << search.rate << " requests/s (ISL " << spec.isl << ", OSL "
+      << spec.osl << "); SLO: TTFT p90 <= " << spec.slo.ttft_p90_ms
+      << " ms and ITL p50 <= " << spec.slo.itl_p50_ms
+      << " ms for every model, no failed request.\n\n"
       << "| models/GPU | worst TTFT p90 (ms) | worst ITL p50 (ms) | failed | meets SLO |\n"
       << "|---:|---:|---:|---:|:---|\n";
   std::vector<PackingProbe> probes = result.probes;
@@ -162,7 +168,11 @@ std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSea
   }
   out << not_started.str();
   out << "\nLargest packing that meets the SLO: **" << result.largest_passing
-      << " model(s) per GPU** (searched up to " << search.max_models_per_gpu
+      << " model(s) per GPU**";
+  if (spec.gpus > 1 && result.largest_passing > 0) {
+    out << ", " << result.largest_passing * spec.gpus << " models on " << spec.gpus << " GPUs";
+  }
+  out << " (searched up to " << search.max_models_per_gpu
       << "; dedicated serving needs one GPU per model).\n";
   return out.str();
 }

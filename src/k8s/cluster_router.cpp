@@ -1,7 +1,11 @@
 #include "k8s/cluster_router.h"
 
+#include <cstdlib>
+
+#include "common/api_key.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "node/supervisor.h"
 
 namespace gpufrac::k8s {
@@ -14,6 +18,9 @@ std::vector<RouterModel> router_models(const std::vector<Upstream>& upstreams,
     RouterModel model;
     model.name = u.model;
     model.restart_wait_s = restart_wait_s;
+    model.api_keys = u.api_keys;
+    model.max_requests_in_flight = u.max_requests_in_flight;
+    model.requests_per_second = u.requests_per_second;
     models.push_back(model);
   }
   return models;
@@ -44,6 +51,62 @@ std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values) {
     upstreams.push_back(std::move(u));
   }
   return upstreams;
+}
+
+namespace {
+
+// "NAME=VALUE" of `flag`, with NAME one of the upstreams: that upstream and the value.
+std::pair<Upstream*, std::string> model_value(std::vector<Upstream>& upstreams,
+                                              const std::string& flag, const std::string& value,
+                                              const char* example) {
+  size_t equals = value.find('=');
+  if (equals == std::string::npos || equals == 0 || equals + 1 == value.size()) {
+    throw UsageError(flag + ": '" + value + "' is not MODEL=VALUE, like " + example);
+  }
+  std::string model = value.substr(0, equals);
+  for (Upstream& u : upstreams) {
+    if (u.model == model) return {&u, value.substr(equals + 1)};
+  }
+  throw UsageError(flag + ": no --upstream is named '" + model + "'; name one of the models");
+}
+
+}  // namespace
+
+void apply_access_flags(std::vector<Upstream>& upstreams, const UpstreamAccessFlags& flags) {
+  for (const std::string& value : flags.api_keys_env) {
+    auto [upstream, variable] =
+        model_value(upstreams, "--api-keys-env", value, "qwen-a=QWEN_A_KEYS");
+    std::string source = "--api-keys-env " + upstream->model + ": $" + variable;
+    const char* text = std::getenv(variable.c_str());
+    std::vector<std::string> keys =
+        text ? parse_api_keys(text, source) : std::vector<std::string>{};
+    if (keys.empty()) {
+      throw UsageError(source + " is " + (text ? "empty" : "not set") +
+                       "; set it from the Secret with the model's keys (separated by commas)");
+    }
+    upstream->api_keys.insert(upstream->api_keys.end(), keys.begin(), keys.end());
+  }
+  for (const std::string& value : flags.max_requests_in_flight) {
+    auto [upstream, text] = model_value(upstreams, "--max-requests-in-flight", value, "qwen-a=32");
+    int64_t n = parse_int(text, "--max-requests-in-flight " + upstream->model);
+    if (n < 1 || n > (1 << 20))
+      throw UsageError("--max-requests-in-flight " + upstream->model + ": must be 1..1048576");
+    upstream->max_requests_in_flight = int(n);
+  }
+  for (const std::string& value : flags.requests_per_second) {
+    auto [upstream, text] = model_value(upstreams, "--requests-per-second", value, "qwen-a=10");
+    double rate = parse_double(text, "--requests-per-second " + upstream->model);
+    if (!(rate >= 1e-3 && rate <= 1e6))
+      throw UsageError("--requests-per-second " + upstream->model + ": must be 0.001..1000000");
+    upstream->requests_per_second = rate;
+  }
+  for (const Upstream& u : upstreams) {
+    if (u.api_keys.empty() != upstreams[0].api_keys.empty()) {
+      const Upstream& keyless = u.api_keys.empty() ? u : upstreams[0];
+      throw UsageError("--api-keys-env: the model '" + keyless.model +
+                       "' has no keys while others have; give every model its keys, or none");
+    }
+  }
 }
 
 ClusterRouter::ClusterRouter(HttpServerOptions listen, std::vector<Upstream> upstreams,

@@ -5,7 +5,9 @@
 // scheme, host and port are where requests go, its path is polled every poll_interval_s, and a
 // model is ready while that answers 200 (its served name is learnt from /v1/models then, as the
 // node does). A request for a model that is not ready waits up to restart_wait_s for it, as on a
-// node (node/router.h); 0 answers 503 at once. Thread-safe: the watcher runs on its own thread.
+// node (node/router.h); 0 answers 503 at once. Each upstream may carry the keys that may call it
+// and its admission limits, checked as the node's router checks them (node/router.h). Thread-safe:
+// the watcher runs on its own thread.
 #pragma once
 
 #include <atomic>
@@ -26,10 +28,24 @@ struct Upstream {
   std::string health_url;  // as given
   std::string base_url;    // scheme://host:port
   HttpUrl url;
+  std::vector<std::string> api_keys;  // who may call it; empty for every upstream: anyone
+  int max_requests_in_flight = 0;     // 0: no limit
+  double requests_per_second = 0;     // 0: no limit
 };
 
 // Parses --upstream values; throws UsageError naming the value and the expected form.
 std::vector<Upstream> parse_upstreams(const std::vector<std::string>& values);
+
+// Adds the per-model flags of `gpufrac k8s router` to parsed upstreams: --api-keys-env NAME=VAR
+// (the model's keys are in $VAR, from the Secret render names), --max-requests-in-flight NAME=N,
+// --requests-per-second NAME=R. Throws UsageError for an unknown model, a bad value, an unset or
+// empty variable, or keys for some models but not all (one line, never a key).
+struct UpstreamAccessFlags {
+  std::vector<std::string> api_keys_env;
+  std::vector<std::string> max_requests_in_flight;
+  std::vector<std::string> requests_per_second;
+};
+void apply_access_flags(std::vector<Upstream>& upstreams, const UpstreamAccessFlags& flags);
 
 class ClusterRouter {
  public:

@@ -1,6 +1,7 @@
 #include "k8s/manifests.h"
 
 #include "common/error.h"
+#include "k8s/access_manifest.h"
 #include "k8s/agent_manifest.h"
 #include "k8s/kube_names.h"
 #include "k8s/manifest_parts.h"
@@ -28,6 +29,7 @@ void refuse_node_only_fields(const NodeSpec& spec) {
   device.uuid = "GPU-cluster";
   device.mode = spec.mode;
   check_fraction_fields(spec, {device});
+  refuse_keys_in_files(spec);
 }
 
 Object router_deployment(const NodeSpec& spec, const ObjectNames& names,
@@ -44,17 +46,19 @@ Object router_deployment(const NodeSpec& spec, const ObjectNames& names,
     command.push_back(spec.models[i].name + "=http://" + names.models[i] + ":" +
                       std::to_string(kEnginePort) + spec.models[i].health_path);
   }
+  RouterAccess access = router_access(spec);
+  command.insert(command.end(), access.flags.begin(), access.flags.end());
   Object labels = object_labels(names.router, names.router, "router");
-  Object container = {
-      {"name", "router"},
-      {"image", options.image},
-      {"command", command},
+  Object container = {{"name", "router"}, {"image", options.image}, {"command", command}};
+  if (!access.env.empty()) container["env"] = access.env;
+  container.update(Object{
       {"ports", Object::array({Object{
                     {"name", "http"}, {"containerPort", kEnginePort}, {"protocol", "TCP"}}})},
-      {"readinessProbe", http_probe("/v1/models", 2, 2)},
-      {"livenessProbe", http_probe("/v1/models", 10, 3)},
+      // /ping needs no key, and answers while the router runs, whatever the models do.
+      {"readinessProbe", http_probe("/ping", 2, 2)},
+      {"livenessProbe", http_probe("/ping", 10, 3)},
       {"resources", {{"requests", {{"cpu", "100m"}, {"memory", "64Mi"}}}}},
-      {"securityContext", {{"allowPrivilegeEscalation", false}}}};
+      {"securityContext", {{"allowPrivilegeEscalation", false}}}});
   Object pod = {{"automountServiceAccountToken", false},
                 {"terminationGracePeriodSeconds", whole_seconds(spec.drain_timeout_s) + 5},
                 {"securityContext",
@@ -112,6 +116,7 @@ std::vector<Manifest> render_manifests(const NodeSpec& spec, const RenderOptions
   }
   manifests.push_back({"router-deployment.yaml", router_deployment(spec, names, options)});
   manifests.push_back({"router-service.yaml", router_service(spec, names, options)});
+  manifests.push_back({"networkpolicy.yaml", models_network_policy(names, options)});
   return manifests;
 }
 

@@ -1,9 +1,10 @@
 // `gpufrac k8s render`'s objects: a node spec (the one `gpufrac up` reads) as a kustomize base for
 // a Kubernetes cluster scheduled by KAI-Scheduler. Per model a Deployment (replicas from the spec)
 // and a Service; the router (`gpufrac k8s router`, routing by "model" to the models' Services) as a
-// Deployment and a Service; the node agent as a DaemonSet; a KAI Queue; the Namespace. Nothing in
-// it talks to the Kubernetes API, so there is no RBAC: every pod runs without a service account
-// token. docs/kubernetes.md explains every field.
+// Deployment and a Service; the node agent as a DaemonSet; a KAI Queue; the Namespace; a
+// NetworkPolicy letting only the router reach the model pods, and the router's keys from a Secret
+// (access_manifest.h). Nothing in it talks to the Kubernetes API, so there is no RBAC: every pod
+// runs without a service account token. docs/kubernetes.md explains every field.
 //
 // A model pod of `mode: fractions` asks KAI for its memory — annotation gpu-fraction "<share>"
 // when the spec gives fraction.memory as a share, gpu-memory "<MiB>" when it gives bytes — and

@@ -28,7 +28,18 @@ int router_command(int argc, char** argv) {
               "30s")
       .option("poll-interval", "DURATION", "How often each upstream's health URL is polled.", "1s")
       .option("restart-wait", "DURATION",
-              "How long a request for a model that is not ready waits for it (then 503).", "30s");
+              "How long a request for a model that is not ready waits for it (then 503).", "30s")
+      .option("api-keys-env", "NAME=VAR",
+              "The keys that may call model NAME are in $VAR (separated by commas): every request "
+              "then needs one (401), a key of another model gets 403. Give it for every model or "
+              "for none.",
+              std::nullopt, true)
+      .option("max-requests-in-flight", "NAME=N",
+              "At most N requests of model NAME at once; more get 429 with Retry-After.",
+              std::nullopt, true)
+      .option("requests-per-second", "NAME=R",
+              "At most R requests per second of model NAME (bursts of max(1, R)); more get 429.",
+              std::nullopt, true);
   if (!args.parse(argc, argv)) return 0;
   sigset_t signals;
   sigemptyset(&signals);
@@ -37,6 +48,9 @@ int router_command(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   std::vector<Upstream> upstreams = parse_upstreams(args.get_all("upstream"));
+  apply_access_flags(upstreams,
+                     {args.get_all("api-keys-env"), args.get_all("max-requests-in-flight"),
+                      args.get_all("requests-per-second")});
   std::string listen = args.get("listen");
   size_t colon = listen.rfind(':');
   if (colon == std::string::npos)

@@ -198,6 +198,13 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   std::vector<std::string>& env = plan.env;
   env = current_environment();
   clear_inherited_limits(env);
+  for (const std::string& name : context.withheld_variables) set_env(env, name, std::nullopt);
+  for (const char* name : {kEngineKeyVariable, kVllmKeyVariable}) {
+    set_env(
+        env, name,
+        context.engine_key.empty() ? std::nullopt : std::optional<std::string>(context.engine_key));
+  }
+  plan.engine_key = context.engine_key;
   if (device.is_cpu()) {
     set_env(env, "CUDA_VISIBLE_DEVICES", "");
     if (instance.mode != SharingMode::kDedicated) plan.data_limit_bytes = instance.memory_cap_bytes;

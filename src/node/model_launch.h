@@ -22,6 +22,12 @@
 //                     limits; elastic memory adds GPUFRAC_NODE_MEMORY_FLOOR_BYTES), then the
 //                     model's own env: entries. CPU: elastic memory's ceiling is the RLIMIT_DATA
 //                     (no pool: host memory is not capped per tenant).
+//   keys              with an engine key (the node's internal key): GPUFRAC_API_KEY (read by
+//                     `gpufrac serve`) and VLLM_API_KEY (read by `vllm serve`) set to it, so the
+//                     engine refuses requests that do not come through the router; inherited
+//                     GPUFRAC_API_KEY and VLLM_API_KEY are removed either way, and so are the
+//                     variables that hold the router's keys (models[].api_keys_env): a key is
+//                     never on an engine's command line, and the clients' keys never reach it.
 // Command line: builtin = `<gpufrac> serve --model M --device cuda|cpu --host 127.0.0.1
 // --port P --served-model-name NAME [--KEY VALUE for engine_args]`; command: = `/bin/sh -c
 // <command>` with {port}, {gpu}, {gpu_uuid}, {memory_bytes}, {gpu_memory_utilization} and {name}
@@ -43,6 +49,9 @@ namespace gpufrac {
 // The shim's file name; its environment variable names come from memcap/memcap_config.h (only
 // those constants are used: the node never links the shim, it preloads it into engines).
 inline constexpr const char* kMemcapLibraryName = "libgpufrac_memcap.so";
+// Where an engine finds the key it requires: `gpufrac serve`'s and vLLM's variables.
+inline constexpr const char* kEngineKeyVariable = "GPUFRAC_API_KEY";
+inline constexpr const char* kVllmKeyVariable = "VLLM_API_KEY";
 
 struct LaunchContext {
   std::string gpufrac_binary;  // runs builtin models
@@ -51,6 +60,8 @@ struct LaunchContext {
   // Per device (Placement::devices order): the MPS client environment of its daemon, for
   // fractions GPUs; empty otherwise.
   std::vector<std::vector<std::pair<std::string, std::string>>> mps_client_env;
+  std::string engine_key;                       // the node's internal key; empty: none
+  std::vector<std::string> withheld_variables;  // removed from every engine's environment
 };
 
 struct LaunchPlan {
@@ -62,6 +73,9 @@ struct LaunchPlan {
   int port = 0;
   std::string base_url;    // http://127.0.0.1:PORT
   std::string health_url;  // base_url + the model's health path
+  // The node's internal key, which the engine requires (GPUFRAC_API_KEY, VLLM_API_KEY in env);
+  // the router and the health checks send it. Empty: the engine takes requests without a key.
+  std::string engine_key;
 };
 
 LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/api_key.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "node/gpus.h"
+#include "node/model_keys.h"
 #include "node/node_state.h"
 
 namespace gpufrac {
@@ -64,6 +66,20 @@ void Node::start(const NodeSpec& spec) {
   context.gpufrac_binary = options_.gpufrac_binary;
   context.memcap_library = memcap;
   context.run_dir = run_dir_;
+  // Engines listen on loopback, where any process of the host could reach them: they require
+  // this node's own key, which only the router (and the node's health checks) send.
+  context.engine_key = random_api_key();
+  context.withheld_variables = key_variables(spec);
+  std::vector<RouterModel> router_models;
+  for (size_t m = 0; m < spec.models.size(); ++m) {
+    const ModelSpec& model = spec.models[m];
+    RouterModel r{model.name, model.replicas, model.builtin(), model.restart_wait_s,
+                  model.queue_limit};
+    r.api_keys = resolve_model_keys(spec, m);
+    r.max_requests_in_flight = model.max_requests_in_flight;
+    r.requests_per_second = model.requests_per_second;
+    router_models.push_back(std::move(r));
+  }
   bool any_fractions_gpu = false;
   for (size_t d = 0; d < placement_.devices.size(); ++d) {
     const PlacementDevice& device = placement_.devices[d];
@@ -108,11 +124,9 @@ void Node::start(const NodeSpec& spec) {
   }
   std::filesystem::create_directories(run_dir_ + "/logs");
   try {
-    std::vector<RouterModel> models;
-    for (const ModelSpec& m : spec.models) {
-      models.push_back({m.name, m.replicas, m.builtin(), m.restart_wait_s, m.queue_limit});
-    }
-    router_ = std::make_unique<Router>(HttpServerOptions{spec.listen_host, spec.listen_port}, models);
+    write_key_file(run_dir_ + "/engine-key", context.engine_key);
+    router_ = std::make_unique<Router>(HttpServerOptions{spec.listen_host, spec.listen_port},
+                                       std::move(router_models), context.engine_key);
     router_->start();
     url_ = "http://" + spec.listen_host + ":" + std::to_string(router_->port());
     save_state();

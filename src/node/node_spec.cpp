@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/api_key.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "common/yaml_reader.h"
@@ -180,11 +181,70 @@ void parse_resilience(const YamlReader& r, const YAML::Node& node, const std::st
   }
 }
 
+bool valid_variable_name(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// Who may call the model and how often (docs/security.md). No message quotes a key.
+void parse_access(const YamlReader& r, const YAML::Node& node, const std::string& field,
+                  ModelSpec& model) {
+  if (const YAML::Node& keys = node["api_keys"]) {
+    std::string name = field + ".api_keys";
+    if (!keys.IsSequence() || keys.size() == 0) {
+      r.fail(keys, name,
+             "must be a list of keys like [key-a, key-b]; or use api_keys_file or api_keys_env so "
+             "that no key sits in the spec");
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      std::string item = YamlReader::index(name, i);
+      if (!keys[i].IsScalar()) r.fail(keys[i], item, "must be a key (a string)");
+      if (std::string problem = api_key_problem(keys[i].Scalar()); !problem.empty()) {
+        r.fail(keys[i], item, problem);
+      }
+      model.api_keys.push_back(keys[i].Scalar());
+    }
+  }
+  if (node["api_keys_file"])
+    model.api_keys_file = r.text(node["api_keys_file"], field + ".api_keys_file");
+  if (const YAML::Node& variable = node["api_keys_env"]) {
+    model.api_keys_env = r.text(variable, field + ".api_keys_env");
+    if (!valid_variable_name(model.api_keys_env)) {
+      r.fail(
+          variable, field + ".api_keys_env",
+          "'" + model.api_keys_env +
+              "' is not an environment variable name; use letters, digits and _ like QWEN_A_KEYS");
+    }
+  }
+  if (const YAML::Node& limit = node["max_requests_in_flight"]) {
+    std::string name = field + ".max_requests_in_flight";
+    int64_t n = r.parsed(limit, name, [&](const std::string& v) { return parse_int(v, name); });
+    if (n < 1 || n > (1 << 20)) {
+      r.fail(limit, name, "must be 1..1048576, like 32 (requests at once; more get 429)");
+    }
+    model.max_requests_in_flight = int(n);
+  }
+  if (const YAML::Node& rate = node["requests_per_second"]) {
+    std::string name = field + ".requests_per_second";
+    double v =
+        r.parsed(rate, name, [&](const std::string& text) { return parse_double(text, name); });
+    if (!(v >= 1e-3 && v <= 1e6)) {
+      r.fail(rate, name,
+             "must be 0.001..1000000 requests per second, like 10 or 0.5 (more get 429)");
+    }
+    model.requests_per_second = v;
+  }
+}
+
 ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::string& field) {
   r.check_keys(
       node, field,
       {"name", "engine", "model", "engine_args", "command", "env", "health", "startup_timeout",
-       "fraction", "replicas", "restart_wait", "queue_limit", "failure_limit"});
+       "fraction", "replicas", "gpu", "restart_wait", "queue_limit", "failure_limit", "api_keys",
+       "api_keys_file", "api_keys_env", "max_requests_in_flight", "requests_per_second"});
   ModelSpec model;
   if (!node["name"]) r.fail(node, field + ".name", "missing; every model needs a name");
   model.name = r.text(node["name"], field + ".name");
@@ -238,7 +298,13 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
   if (const YAML::Node& env = node["env"]) {
     if (!env.IsMap()) r.fail(env, field + ".env", "must be a mapping like {HF_HOME: /data/hf}");
     for (const auto& entry : env) {
-      model.env.emplace_back(entry.first.Scalar(), r.scalar(entry.second, field + ".env." + entry.first.Scalar()));
+      std::string name = entry.first.Scalar();
+      if (name == "GPUFRAC_API_KEY" || name == "VLLM_API_KEY") {
+        r.fail(entry.first, field + ".env." + name,
+               "is the node's own key for its engines (the router sends it); remove it, and give "
+               "the clients' keys as api_keys, api_keys_file or api_keys_env");
+      }
+      model.env.emplace_back(name, r.scalar(entry.second, field + ".env." + name));
     }
   }
   if (node["health"]) {
@@ -261,7 +327,16 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
     if (replicas < 1 || replicas > 64) r.fail(node["replicas"], field + ".replicas", "must be 1..64");
     model.replicas = int(replicas);
   }
+  if (const YAML::Node& gpu = node["gpu"]) {
+    model.gpu = std::string(trim(r.scalar(gpu, field + ".gpu")));
+    if (model.gpu.empty()) {
+      r.fail(gpu, field + ".gpu",
+             "is empty; give a GPU's index or UUID (gpufrac gpus lists them), or drop gpu to let "
+             "placement choose");
+    }
+  }
   parse_resilience(r, node, field, model);
+  parse_access(r, node, field, model);
   return model;
 }
 
@@ -340,6 +415,15 @@ NodeSpec parse_node_spec(const std::string& yaml_text, const std::string& source
       r.fail(models[i]["name"], field + ".name", "'" + model.name + "' is used twice; give each model its own name");
     }
     spec.models.push_back(std::move(model));
+  }
+  for (size_t i = 1; i < spec.models.size(); ++i) {
+    if (spec.models[i].has_api_keys() == spec.models[0].has_api_keys()) continue;
+    size_t keyless = spec.models[i].has_api_keys() ? 0 : i;
+    size_t keyed = keyless == 0 ? i : 0;
+    r.fail(models[keyless], "models[" + std::to_string(keyless) + "]",
+           "has no api_keys, api_keys_file or api_keys_env while models[" + std::to_string(keyed) +
+               "] has; give every model the keys that may call it (one key may be listed "
+               "for several models), or give none");
   }
   return spec;
 }

@@ -20,7 +20,14 @@
 //       command: vllm serve Qwen/Qwen3-4B --port {port} --gpu-memory-utilization {gpu_memory_utilization}
 //       fraction: {compute: 50%, memory: 19968M}
 //       replicas: 1
+//       gpu: 1                  # optional: run on this GPU (index or UUID)
+//       api_keys_env: VLLM_B_KEYS   # the keys that may call it (or api_keys: [...], api_keys_file)
+//       max_requests_in_flight: 32  # at the router; more get 429
+//       requests_per_second: 10
 //
+// Keys: either every model names its keys (api_keys, api_keys_file, api_keys_env, any mix) or
+// none does. The file and the variable are read when the node starts (model_keys.h), never here;
+// a key in api_keys is checked here, and no error quotes a key.
 // Every field is documented in docs/node.md.
 #pragma once
 
@@ -71,9 +78,20 @@ struct ModelSpec {
   double startup_timeout_s = 600;
   FractionSpec fraction;
   int replicas = 1;
+  // The GPU (NVML index or UUID, one of the node's) every replica runs on; empty: placement picks.
+  std::string gpu;
   double restart_wait_s = 30;  // how long the router holds a request while no replica is ready
   size_t queue_limit = 256;    // requests it holds at once for this model
   int failure_limit = 5;       // failures in a row before the model is marked failed; 0: never
+  // Who may call it (docs/security.md): keys written in the spec, a file of keys, a variable.
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
+  std::string api_keys_env;
+  bool has_api_keys() const {
+    return !api_keys.empty() || !api_keys_file.empty() || !api_keys_env.empty();
+  }
+  int max_requests_in_flight = 0;  // at the router; 0: no limit
+  double requests_per_second = 0;  // at the router; 0: no limit
 };
 
 struct GpuSelection {

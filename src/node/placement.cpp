@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include "common/error.h"
 #include "common/strings.h"
@@ -114,6 +115,23 @@ std::string misfit(const NodeSpec& spec, size_t model_index, const PlacementDevi
            (memory.elastic ? "min" : "memory") + ", reduce replicas, or add GPUs";
   }
   return {};
+}
+
+// The device a model's `gpu` names, by NVML index or UUID (on the CPU: "cpu" or "0"); nullopt
+// when it names none. Throws UsageError naming models[i].gpu when it is not one of `devices`.
+std::optional<size_t> pinned_device(const NodeSpec& spec, size_t model_index,
+                                    const std::vector<PlacementDevice>& devices) {
+  const std::string& id = spec.models[model_index].gpu;
+  if (id.empty()) return std::nullopt;
+  std::string ids;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const PlacementDevice& device = devices[d];
+    if (id == device.id || id == device.uuid || (device.is_cpu() && id == "0")) return d;
+    ids += (ids.empty() ? "" : ", ") + device.id;
+  }
+  throw UsageError(spec.source + ": " + model_field(model_index) + ".gpu: '" + id +
+                   "' is not one of this node's devices (" + ids +
+                   "); list it under gpus, or drop gpu to let placement choose");
 }
 
 }  // namespace
@@ -244,14 +262,20 @@ Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> device
       return sa > sb;
     });
   }
+  // Models pinned to a GPU first: the others then go where room is left.
+  std::stable_partition(pending.begin(), pending.end(), [&](const PlacedInstance& i) {
+    return !spec.models[i.model_index].gpu.empty();
+  });
 
   std::vector<DeviceLoad> loads(devs.size());
   for (size_t d = 0; d < devs.size(); ++d) loads[d].memory_left = devs[d].memory_bytes;
   for (PlacedInstance& instance : pending) {
     const ModelSpec& model = spec.models[instance.model_index];
+    std::optional<size_t> pin = pinned_device(spec, instance.model_index, devs);
     int chosen = -1;
     std::string reason;
     for (size_t d = 0; d < devs.size(); ++d) {
+      if (pin && d != *pin) continue;
       std::string why = misfit(spec, instance.model_index, devs[d], loads[d]);
       if (!why.empty()) {
         if (reason.empty()) reason = why;

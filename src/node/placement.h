@@ -17,7 +17,8 @@
 //   its own (at least one); `timeslice` instances float over all cores.
 // - A `dedicated` device holds one instance, which gets the whole device.
 // - binpack fills devices in order (largest instances first); spread puts each instance on the
-//   device with the most memory left.
+//   device with the most memory left. A model with `gpu` set goes on that device only (every
+//   replica), and such models are placed before the others.
 // - If any instance cannot be placed, place_models throws UsageError naming the model's field and
 //   the fix, and nothing is started.
 // Pure functions; thread-safe.

@@ -1,5 +1,7 @@
 #include "node/router.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "common/clock.h"
@@ -24,8 +26,9 @@ std::string seconds_text(double seconds) {
 
 }  // namespace
 
-Router::Router(HttpServerOptions options, std::vector<RouterModel> models)
+Router::Router(HttpServerOptions options, std::vector<RouterModel> models, std::string engine_key)
     : models_(models.size()),
+      engine_key_(std::move(engine_key)),
       held_(
           models.size(),
           [this](const std::shared_ptr<RoutedRequest>& request) {
@@ -41,9 +44,9 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models)
                                  seconds_text(model.config.restart_wait_s) + " (" + state +
                                  "); retry shortly",
                              "model_not_ready", {"Retry-After: 1"});
-            done();
+            done(request->model());
           },
-          [this](const std::shared_ptr<RoutedRequest>&) { done(); },
+          [this](const std::shared_ptr<RoutedRequest>& request) { done(request->model()); },
           [this] {
             for (size_t m = 0; m < models_.size(); ++m) release_held(m);
           }),
@@ -51,7 +54,13 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models)
   for (size_t m = 0; m < models.size(); ++m) {
     models_[m].config = models[m];
     models_[m].replicas.resize(size_t(std::max(1, models[m].replicas)));
+    models_[m].limit = std::make_unique<AdmissionLimit>(models[m].max_requests_in_flight,
+                                                        models[m].requests_per_second);
+    for (const std::string& key : models[m].api_keys) keys_.add(key, m);
   }
+  server_.gate([this](const HttpRequest& request, HttpResponse& response) {
+    return admit_key(request, response);
+  });
   for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
     server_.route("POST", path,
                   [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
@@ -59,9 +68,12 @@ Router::Router(HttpServerOptions options, std::vector<RouterModel> models)
                   });
   }
   server_.route("GET", "/v1/models",
-                [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
-                  handle_models(std::move(response));
+                [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
+                  handle_models(request, std::move(response));
                 });
+  server_.route("GET", "/ping", [](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
+    response->send(200, "application/json", R"({"status":"ok"})");
+  });
   server_.route("GET", "/health",
                 [this](const HttpRequest&, std::shared_ptr<HttpResponse> response) {
                   handle_health(std::move(response));
@@ -85,7 +97,7 @@ void Router::stop() {
   for (size_t m = 0; m < models_.size(); ++m) {
     for (const auto& request : held_.take_all(m)) {
       request->give_up(503, "this node is shutting down", "node_draining");
-      done();
+      done(m);
     }
   }
   server_.stop();
@@ -163,6 +175,7 @@ void Router::handle_model_request(const HttpRequest& request,
                "invalid_request_error", "model", "model_not_found");
     return;
   }
+  if (!admit_to_model(request, client.model, *response)) return;
   Model& model = models_[client.model];
   model.counters.requests++;
   client.model_name = requested->name;
@@ -171,12 +184,14 @@ void Router::handle_model_request(const HttpRequest& request,
   client.requested = *requested;
   client.resumable = model.config.resumable && client.target == "/v1/completions";
   client.headers.push_back("Content-Type: application/json");
-  for (const char* header : {"authorization", "accept"}) {
-    std::string_view value = request.header(header);
-    if (value.empty()) continue;
-    client.headers.push_back(
-        std::string(header == std::string("accept") ? "Accept" : "Authorization") + ": " +
-        std::string(value));
+  if (std::string_view accept = request.header("accept"); !accept.empty())
+    client.headers.push_back("Accept: " + std::string(accept));
+  // The client's key is for the router: an engine gets the node's key, or nothing.
+  if (!engine_key_.empty()) {
+    client.headers.push_back("Authorization: Bearer " + engine_key_);
+  } else if (std::string_view authorization = request.header("authorization");
+             keys_.empty() && !authorization.empty()) {
+    client.headers.push_back("Authorization: " + std::string(authorization));
   }
   in_flight_++;
   route(RoutedRequest::create(*this, std::move(client), std::move(response)));
@@ -241,7 +256,7 @@ void Router::route(const std::shared_ptr<RoutedRequest>& request) {
   } else if (stopping_ || draining_) {
     request->give_up(503, "this node is shutting down; send the request elsewhere",
                      "node_draining");
-    done();
+    done(request->model());
   } else if (all_failed) {
     answer_failed(request, state);
   } else if (queue_full) {
@@ -250,13 +265,13 @@ void Router::route(const std::shared_ptr<RoutedRequest>& request) {
                          std::to_string(model.config.queue_limit) +
                          " requests already wait for it; retry shortly",
                      "queue_full", {"Retry-After: 1"});
-    done();
+    done(request->model());
   } else {
     model.counters.failed_wait_timeout++;
     request->give_up(
         503, "the model '" + model.config.name + "' is not ready (" + state + "); retry shortly",
         "model_not_ready", {"Retry-After: 1"});
-    done();
+    done(request->model());
   }
 }
 
@@ -267,7 +282,7 @@ void Router::answer_failed(const std::shared_ptr<RoutedRequest>& request, const 
                    "the model '" + model.config.name + "' has failed and is not restarted (" + why +
                        "); see gpufrac status and its engine log",
                    "model_failed");
-  done();
+  done(request->model());
 }
 
 void Router::attempt_ended(const std::shared_ptr<RoutedRequest>& request, AttemptEnd end,
@@ -282,11 +297,11 @@ void Router::attempt_ended(const std::shared_ptr<RoutedRequest>& request, Attemp
   switch (end) {
     case AttemptEnd::kCompleted:
     case AttemptEnd::kClientGone:
-      done();
+      done(request->model());
       return;
     case AttemptEnd::kLost:
       model.counters.failed_engine++;
-      done();
+      done(request->model());
       return;
     case AttemptEnd::kRetry:
       model.counters.retried++;
@@ -298,7 +313,7 @@ void Router::attempt_ended(const std::shared_ptr<RoutedRequest>& request, Attemp
       break;
   }
   if (request->client_gone()) {
-    done();
+    done(request->model());
     return;
   }
   route(request);
@@ -316,7 +331,7 @@ void Router::release_held(size_t index) {
   }
   for (const auto& request : held_.take_all(index)) {
     if (request->client_gone()) {
-      done();
+      done(index);
     } else if (all_failed) {
       answer_failed(request, state);
     } else {
@@ -325,11 +340,57 @@ void Router::release_held(size_t index) {
   }
 }
 
-void Router::handle_models(std::shared_ptr<HttpResponse> response) {
+bool Router::admit_key(const HttpRequest& request, HttpResponse& response) const {
+  const std::string& path = request.head.path;
+  if (keys_.empty() || path == "/health" || path == "/metrics" || path == "/ping") return true;
+  return authorize(request, keys_, response) != nullptr;
+}
+
+const std::vector<size_t>* Router::models_of_key(const HttpRequest& request) const {
+  return keys_.empty() ? nullptr : keys_.find(bearer_token(request.header("authorization")));
+}
+
+bool Router::admit_to_model(const HttpRequest& request, size_t index, HttpResponse& response) {
+  Model& model = models_[index];
+  if (const std::vector<size_t>* allowed = models_of_key(request);
+      allowed && std::find(allowed->begin(), allowed->end(), index) == allowed->end()) {
+    send_error(response, 403,
+               "this API key may not call the model '" + model.config.name +
+                   "'; GET /v1/models with it lists the models it may call",
+               "permission_error", "model", "model_not_allowed");
+    return false;
+  }
+  AdmissionLimit::Decision decision = model.limit->admit(monotonic_ns());
+  if (decision.verdict == AdmissionLimit::Verdict::kAdmitted) return true;
+  std::string retry = "Retry-After: " + std::to_string(decision.retry_after_s);
+  if (decision.verdict == AdmissionLimit::Verdict::kTooManyInFlight) {
+    model.counters.rejected_in_flight++;
+    send_error(response, 429,
+               "the model '" + model.config.name + "' has " +
+                   std::to_string(model.limit->max_in_flight()) +
+                   " requests in flight, its max_requests_in_flight; retry shortly",
+               "rate_limit_exceeded", nullptr, "too_many_requests_in_flight", {retry});
+  } else {
+    model.counters.rejected_rate++;
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%g", model.limit->requests_per_second());
+    send_error(response, 429,
+               "the model '" + model.config.name + "' takes at most " + rate +
+                   " requests per second (its requests_per_second); retry after " +
+                   std::to_string(decision.retry_after_s) + " s",
+               "rate_limit_exceeded", nullptr, "rate_limit_exceeded", {retry});
+  }
+  return false;
+}
+
+void Router::handle_models(const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
+  const std::vector<size_t>* allowed = models_of_key(request);
   Json data = Json::array();
   {
     std::lock_guard lock(mutex_);
-    for (const Model& m : models_) {
+    for (size_t index = 0; index < models_.size(); ++index) {
+      if (allowed && std::find(allowed->begin(), allowed->end(), index) == allowed->end()) continue;
+      const Model& m = models_[index];
       int ready = 0;
       for (const Replica& r : m.replicas) ready += r.state.ready ? 1 : 0;
       data.push_back({{"id", m.config.name},
@@ -366,7 +427,8 @@ void Router::handle_metrics(std::shared_ptr<HttpResponse> response) {
   {
     std::lock_guard lock(mutex_);
     for (size_t m = 0; m < models_.size(); ++m) {
-      ModelMetricsRow row{models_[m].config.name, &models_[m].counters, 0, 0, held_.waiting(m)};
+      ModelMetricsRow row{models_[m].config.name, &models_[m].counters,         0, 0,
+                          held_.waiting(m),       models_[m].limit->in_flight()};
       for (const Replica& r : models_[m].replicas) {
         row.restarts += r.state.restarts;
         row.ready_replicas += r.state.ready ? 1 : 0;

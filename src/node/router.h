@@ -3,8 +3,9 @@
 // model named in the body's "model" (the one with the fewest requests in flight), as a
 // RoutedRequest relayed by UpstreamProxy (streams pass through event by event; a client that
 // disconnects closes the upstream request). GET /v1/models lists every model with its readiness;
-// GET /health is 200 when every model has a ready replica, else 503; GET /metrics is the
-// router's Prometheus text (router_metrics.h).
+// GET /health is 200 when every model has a ready replica, else 503; GET /ping is 200 while the
+// router runs (a probe that needs no key); GET /metrics is the router's Prometheus text
+// (router_metrics.h).
 //
 // Nothing lost when an engine dies:
 //   - Hold: a request for a model with no replica to serve it (starting, restarting) waits here,
@@ -15,6 +16,18 @@
 //     failed is avoided until the supervisor reports it again (or kAvoidFailed_ns passed).
 //   - A model whose replicas have all failed (the supervisor gave up on a crash loop) is answered
 //     503 model_failed at once, its waiting requests too.
+//
+// Who may call what: a model's api_keys are the Bearer keys that may call it. Once any model has
+// keys, every path but /health, /metrics and /ping needs one of them (401 without, or with a key
+// that opens nothing: common/api_key.h); a key used on a model it is not listed for gets 403
+// (model_not_allowed), and GET /v1/models lists only the models of the key sent. The client's
+// Authorization header never reaches an engine then: the router sends its own engine key (the
+// node's internal key, which the engines require) when it has one, else none. Without any
+// model keys the client's header is passed on as it came.
+// Limits: a model's max_requests_in_flight and requests_per_second (admission_limit.h) are
+// checked when a request is accepted; over either: 429 (rate_limit_exceeded, or
+// too_many_requests_in_flight) with Retry-After, and the model's other requests, and the other
+// models, go on as before. Held requests count as in flight; retries are not admitted again.
 //
 // Errors, OpenAI-style: unknown model 404 (code model_not_found); no ready replica within the
 // bounds 503 (model_not_ready, or queue_full; Retry-After: 1); a failed model 503 (model_failed);
@@ -42,7 +55,9 @@
 #include <string>
 #include <vector>
 
+#include "common/api_key.h"
 #include "common/http_server.h"
+#include "node/admission_limit.h"
 #include "node/held_requests.h"
 #include "node/routed_request.h"
 #include "node/router_metrics.h"
@@ -62,6 +77,9 @@ struct RouterModel {
   bool resumable = false;
   double restart_wait_s = 30;  // how long a request may wait for a ready replica; 0: not at all
   size_t queue_limit = 256;    // requests that may wait at once; more get 503 at once
+  std::vector<std::string> api_keys{};  // the keys that may call it (see above)
+  int max_requests_in_flight = 0;       // 0: no limit
+  double requests_per_second = 0;       // 0: no limit
 };
 
 struct ReplicaState {
@@ -76,7 +94,9 @@ struct ReplicaState {
 
 class Router : private RequestOwner {
  public:
-  Router(HttpServerOptions options, std::vector<RouterModel> models);
+  // `engine_key`: sent to the engines as "Authorization: Bearer <engine_key>" (the node's
+  // internal key); empty: none.
+  Router(HttpServerOptions options, std::vector<RouterModel> models, std::string engine_key = {});
   ~Router() override;
 
   // Binds and serves; throws RuntimeFailure naming the address when it cannot bind.
@@ -106,11 +126,18 @@ class Router : private RequestOwner {
     std::vector<Replica> replicas;
     size_t next = 0;  // round-robin start among equally loaded replicas
     ModelCounters counters;
+    std::unique_ptr<AdmissionLimit> limit;
   };
   // The completions, chat, /tokenize and /detokenize endpoints: proxied to a replica of the
   // body's "model" (required here, though a single engine's /tokenize takes it as optional).
   void handle_model_request(const HttpRequest& request, std::shared_ptr<HttpResponse> response);
-  void handle_models(std::shared_ptr<HttpResponse> response);
+  void handle_models(const HttpRequest& request, std::shared_ptr<HttpResponse> response);
+  // Whether the request may go on: the key check of every path but the open ones (401).
+  bool admit_key(const HttpRequest& request, HttpResponse& response) const;
+  // The key's models (null: every model, no keys are configured); the request passed admit_key.
+  const std::vector<size_t>* models_of_key(const HttpRequest& request) const;
+  // 403 or 429 when `model` may not take the request now; true when it was admitted.
+  bool admit_to_model(const HttpRequest& request, size_t model, HttpResponse& response);
   void handle_health(std::shared_ptr<HttpResponse> response);
   void handle_metrics(std::shared_ptr<HttpResponse> response);
 
@@ -122,13 +149,19 @@ class Router : private RequestOwner {
   // the model has failed).
   void release_held(size_t model);
   void answer_failed(const std::shared_ptr<RoutedRequest>& request, const std::string& why);
-  void done() { in_flight_--; }
+  // A request accepted for `model` has ended.
+  void done(size_t model) {
+    models_[model].limit->release();
+    in_flight_--;
+  }
   // Under mutex_: the replica to send to (-1: none), and whether every replica has failed.
   int pick_replica(Model& model, int64_t now, bool& all_failed);
   std::string state_of(const Model& model, int64_t now) const;  // why it serves nobody (mutex_)
 
   std::mutex mutex_;  // guards models_' replica states and counts
   std::vector<Model> models_;
+  ApiKeyTable keys_;        // owners: model indexes; empty: no key needed
+  std::string engine_key_;  // sent to the engines; empty: none
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> in_flight_{0};

@@ -37,6 +37,9 @@ std::string render_router_metrics(const std::vector<ModelMetricsRow>& rows) {
   family(out, "gpufrac:node_requests_waiting", "gauge",
          "Requests held now, waiting for a ready replica.", rows,
          {{"", [](const ModelMetricsRow& r) { return uint64_t(r.waiting); }}});
+  family(out, "gpufrac:node_requests_in_flight", "gauge",
+         "Requests accepted and not finished, held ones included.", rows,
+         {{"", [](const ModelMetricsRow& r) { return uint64_t(r.in_flight); }}});
   family(out, "gpufrac:node_requests_total", "counter", "Requests routed.", rows,
          {{"", counter(&ModelCounters::requests)}});
   family(out, "gpufrac:node_held_requests_total", "counter",
@@ -52,7 +55,9 @@ std::string render_router_metrics(const std::vector<ModelMetricsRow>& rows) {
          {{",reason=\"wait_timeout\"", counter(&ModelCounters::failed_wait_timeout)},
           {",reason=\"queue_full\"", counter(&ModelCounters::failed_queue_full)},
           {",reason=\"model_failed\"", counter(&ModelCounters::failed_model_failed)},
-          {",reason=\"engine_failed\"", counter(&ModelCounters::failed_engine)}});
+          {",reason=\"engine_failed\"", counter(&ModelCounters::failed_engine)},
+          {",reason=\"in_flight_limit\"", counter(&ModelCounters::rejected_in_flight)},
+          {",reason=\"rate_limit\"", counter(&ModelCounters::rejected_rate)}});
   return out;
 }
 

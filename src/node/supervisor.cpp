@@ -40,8 +40,13 @@ bool killed_from_outside(int wait_status) {
 
 }  // namespace
 
-std::string served_model_name(const std::string& base_url) {
-  HttpReply reply = http_get(base_url + "/v1/models", 2);
+std::vector<std::string> engine_key_header(const std::string& engine_key) {
+  if (engine_key.empty()) return {};
+  return {"Authorization: Bearer " + engine_key};
+}
+
+std::string served_model_name(const std::string& base_url, const std::string& engine_key) {
+  HttpReply reply = http_get(base_url + "/v1/models", 2, engine_key_header(engine_key));
   if (!reply.ok()) return {};
   Json models = Json::parse(reply.body, nullptr, false);
   if (models.is_discarded() || !models.contains("data") || !models["data"].is_array() ||
@@ -222,8 +227,9 @@ void Supervisor::check_startup(Instance& x) {
   }
   if (now < x.next_health_ns) return;
   x.next_health_ns = now + int64_t(options_.health_interval_s * 1e9);
-  if (http_get(x.spec.plan.health_url, 1).status != 200) return;
-  x.status.served_name = served_model_name(x.spec.plan.base_url);
+  if (http_get(x.spec.plan.health_url, 1, engine_key_header(x.spec.plan.engine_key)).status != 200)
+    return;
+  x.status.served_name = served_model_name(x.spec.plan.base_url, x.spec.plan.engine_key);
   std::string refusal = verify_ ? verify_(x.status) : "";
   if (!refusal.empty()) {
     stop_process_group(x.status.process, options_.stop_grace_s, true);

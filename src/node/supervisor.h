@@ -36,8 +36,12 @@ namespace gpufrac {
 
 enum class InstanceState { kStarting, kReady, kRestarting, kStopping, kStopped, kFailed };
 
-// The model id an engine serves under: the first id of its /v1/models; "" when it does not say.
-std::string served_model_name(const std::string& base_url);
+// The model id an engine serves under: the first id of its /v1/models (asked with the engine's
+// key when it has one); "" when it does not say.
+std::string served_model_name(const std::string& base_url, const std::string& engine_key = {});
+// {"Authorization: Bearer KEY"}, or nothing for an empty key: how the node's own requests to an
+// engine (health, /v1/models) carry its key.
+std::vector<std::string> engine_key_header(const std::string& engine_key);
 std::string_view instance_state_name(InstanceState state);
 
 struct SupervisedInstance {

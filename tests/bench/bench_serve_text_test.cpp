@@ -1,7 +1,10 @@
 // `gpufrac bench` text workloads against the real `gpufrac serve --model tiny --device cpu` (the
 // Qwen3 tokenizer and chat template that scripts/install-deps fetches): every chat and completions
 // prompt bench builds with the server's /tokenize is exactly as long as the server then counts it
-// (usage.prompt_tokens), fixed or drawn per request. Both run as processes, as users run them.
+// (usage.prompt_tokens), fixed or drawn per request. Against a server started with --api-key, bench
+// sends its --api-key (or $OPENAI_API_KEY) on every call — the model lookup, /tokenize and the
+// streams — and records its command line without the key. Both run as processes, as users run
+// them.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -29,15 +33,17 @@ std::string gpufrac_bin() {
   return bin ? bin : "gpufrac";
 }
 
-// `gpufrac serve --model tiny` on the CPU, up until the object goes (SIGTERM, reaped).
+// `gpufrac serve --model tiny` on the CPU (with `extra` arguments), up until the object goes
+// (SIGTERM, reaped).
 class TinyServer {
  public:
-  TinyServer() : port_(testing::free_port()) {
+  explicit TinyServer(const std::vector<std::string>& extra = {}) : port_(testing::free_port()) {
     std::vector<std::string> args = {
         gpufrac_bin(),     "serve", "--model",         "tiny",
         "--device",        "cpu",   "--port",          std::to_string(port_),
         "--max-model-len", "1024",  "--memory-budget", "64M",
         "--threads",       "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -66,8 +72,11 @@ struct BenchRun {
   Json summary;
 };
 
-BenchRun bench(const std::string& arguments, const std::string& out) {
-  std::string command = gpufrac_bin() + " bench " + arguments + " --out " + out + " 2>&1";
+// `environment`: NAME=VALUE words put before the command ("" for none).
+BenchRun bench(const std::string& arguments, const std::string& out,
+               const std::string& environment = "") {
+  std::string command =
+      environment + " " + gpufrac_bin() + " bench " + arguments + " --out " + out + " 2>&1";
   BenchRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   char buffer[4096];
@@ -82,8 +91,15 @@ BenchRun bench(const std::string& arguments, const std::string& out) {
   return run;
 }
 
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 class BenchServeText : public ::testing::Test {
  protected:
+  explicit BenchServeText(const std::vector<std::string>& server_args = {})
+      : server_(server_args) {}
   void SetUp() override {
     out_ =
         std::filesystem::temp_directory_path() / ("bench-serve-text-" + std::to_string(::getpid()));
@@ -126,6 +142,37 @@ TEST_F(BenchServeText, CompletionsTextPromptsAreExact) {
                        out_);
   expect_exact(run, 4);
   for (const Json& r : run.records) EXPECT_EQ(r["input_tokens"], 300);
+}
+
+class BenchServeTextWithKey : public BenchServeText {
+ protected:
+  BenchServeTextWithKey() : BenchServeText({"--api-key", "bench-key-7c1e"}) {}
+};
+
+TEST_F(BenchServeTextWithKey, TheKeyGoesWithEveryCallAndStaysOutOfTheFiles) {
+  // No "=tiny": the model comes from GET /v1/models, which needs the key as well.
+  const std::string workload =
+      " --endpoint completions --prompt text --isl 120 --osl 4 "
+      "--concurrency 2 --requests 4 --warmup 0";
+  BenchRun with_flag =
+      bench("--target " + server_.url() + workload + " --api-key bench-key-7c1e", out_);
+  expect_exact(with_flag, 4);
+  std::string command = with_flag.summary["config"]["cli_command"].get<std::string>();
+  EXPECT_NE(command.find("--api-key ..."), std::string::npos) << command;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(out_)) {
+    if (!entry.is_regular_file()) continue;
+    EXPECT_EQ(read_all(entry.path()).find("bench-key-7c1e"), std::string::npos) << entry.path();
+  }
+  std::filesystem::remove_all(out_);
+
+  BenchRun from_environment = bench("--target " + server_.url() + "=tiny" + workload, out_,
+                                    "OPENAI_API_KEY=bench-key-7c1e");
+  expect_exact(from_environment, 4);
+  std::filesystem::remove_all(out_);
+
+  BenchRun without = bench("--target " + server_.url() + workload, out_, "env -u OPENAI_API_KEY");
+  EXPECT_NE(without.exit_code, 0) << without.output;
+  EXPECT_NE(without.output.find("401"), std::string::npos) << without.output;
 }
 
 }  // namespace

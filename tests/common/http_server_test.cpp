@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/api_key.h"
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/raw_http_exchange.h"
@@ -135,6 +136,51 @@ TEST_F(HttpServerTest, KeepAliveAndPipeliningAnswerInOrder) {
   ASSERT_NE(third, std::string::npos) << out;
   EXPECT_LT(first, second);
   EXPECT_LT(second, third);
+}
+
+// An API key gate (common/api_key.h, as `gpufrac serve --api-key` sets it): /health open, every
+// other path — unknown ones too, so that a caller without a key learns nothing of the routes —
+// 401 without the key, with an OpenAI-style body that never repeats the key sent; the connection
+// stays usable after a refusal.
+TEST(HttpServerGate, AnswersBeforeRoutingAndKeepsTheConnection) {
+  HttpServer server(HttpServerOptions{});
+  ApiKeyTable keys;
+  keys.add("k1");
+  server.gate([&keys](const HttpRequest& request, HttpResponse& response) {
+    return request.head.path == "/health" || authorize(request, keys, response) != nullptr;
+  });
+  server.route("GET", "/health", [](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+    r->send(200, "text/plain", "ok");
+  });
+  server.route("GET", "/v1/models", [](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+    r->send(200, "application/json", "{}");
+  });
+  server.start();
+  std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(http_get(base + "/health").status, 200);
+  HttpReply none = http_get(base + "/v1/models");
+  EXPECT_EQ(none.status, 401);
+  Json body = Json::parse(none.body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << none.body;
+  EXPECT_EQ(body["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(body["error"]["type"], "authentication_error");
+  HttpReply wrong = http_get(base + "/v1/models", 10, {"Authorization: Bearer guess-k1"});
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_EQ(wrong.body.find("guess"), std::string::npos) << wrong.body;
+  EXPECT_NE(wrong.body, none.body);  // "not valid" rather than "needs a key"
+  EXPECT_EQ(http_get(base + "/nope").status, 401);
+  EXPECT_EQ(http_get(base + "/v1/models", 10, {"Authorization: Bearer k1"}).status, 200);
+  EXPECT_EQ(http_get(base + "/nope", 10, {"Authorization: bearer k1"}).status, 404);
+  std::string wire =
+      "GET /v1/models HTTP/1.1\r\n\r\n"
+      "GET /v1/models HTTP/1.1\r\nAuthorization: Bearer k1\r\nConnection: close\r\n\r\n";
+  std::string out = raw_exchange(server.port(), wire);
+  size_t refused = out.find("HTTP/1.1 401");
+  size_t served = out.find("HTTP/1.1 200");
+  ASSERT_NE(refused, std::string::npos) << out;
+  ASSERT_NE(served, std::string::npos) << out;
+  EXPECT_LT(refused, served);
+  EXPECT_NE(out.find("WWW-Authenticate: Bearer"), std::string::npos) << out;
 }
 
 TEST_F(HttpServerTest, BindFailureNamesTheAddress) {

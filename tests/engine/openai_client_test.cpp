@@ -2,7 +2,9 @@
 // process: openai_client_test.js streams a chat completion and a text completion (and their
 // non-streamed twins, a stop string, the sampling fields — n, logprobs, seed, penalties,
 // logit_bias, echo, ... — the model list and the errors) and asserts the fields of the objects
-// the client parses. Needs node and the pinned `openai` package (scripts/install-deps).
+// the client parses. The server runs with --api-key k1 and the client with apiKey "k1" (and a
+// client with another key gets AuthenticationError). Needs node and the pinned `openai` package
+// (scripts/install-deps).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -30,11 +32,12 @@ TEST(OpenAiClient, StreamsChatAndTextCompletionsFromServeTiny) {
       << package << " is missing: run scripts/install-deps";
   int port = free_port();
   ServeProcess serve({"--model", "tiny", "--device", "cpu", "--port", std::to_string(port),
-                      "--max-model-len", "1024", "--memory-budget", "64M", "--threads", "2"});
+                      "--max-model-len", "1024", "--memory-budget", "64M", "--threads", "2",
+                      "--api-key", "k1"});
   ASSERT_TRUE(serve.wait_healthy(port, 120s)) << serve.log();
   engine::test_util::run_checked("node '" + engine::test_util::source_dir() +
                                  "/tests/engine/openai_client_test.js' '" + package +
-                                 "' http://127.0.0.1:" + std::to_string(port) + " tiny");
+                                 "' http://127.0.0.1:" + std::to_string(port) + " tiny k1");
   EXPECT_EQ(serve.terminate(), 0) << serve.log();
 }
 

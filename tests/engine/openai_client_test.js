@@ -4,22 +4,27 @@
 // string), the sampling fields (n, logprobs in both layouts, seed alone and in a batch, top_k,
 // top_p, min_p, the penalties, logit_bias, stop_token_ids, echo, max_completion_tokens, and the
 // 400 of what is still unsupported), the model list, and the client's error classes for a 404 and
-// a 400. Exits non-zero
+// a 400. With API_KEY (the server's --api-key) every call carries it as the client's apiKey, and a
+// client with another key gets AuthenticationError (401). Exits non-zero
 // (an AssertionError with the failing field) on any difference. Run by openai_client_test.cpp:
 //
-//   node openai_client_test.js OPENAI_PACKAGE_DIR BASE_URL MODEL
+//   node openai_client_test.js OPENAI_PACKAGE_DIR BASE_URL MODEL [API_KEY]
 "use strict";
 const assert = require("node:assert/strict");
 const path = require("node:path");
 
-const [packageDir, baseURL, model] = process.argv.slice(2);
+const [packageDir, baseURL, model, apiKey] = process.argv.slice(2);
 if (!model) {
-  console.error("usage: node openai_client_test.js OPENAI_PACKAGE_DIR BASE_URL MODEL");
+  console.error("usage: node openai_client_test.js OPENAI_PACKAGE_DIR BASE_URL MODEL [API_KEY]");
   process.exit(2);
 }
 const openai = require(path.resolve(packageDir));
 const OpenAI = openai.OpenAI || openai.default || openai;
-const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60000 });
+const clientOptions = { baseURL: `${baseURL}/v1`, maxRetries: 0, timeout: 60000 };
+const client = new OpenAI({ ...clientOptions, apiKey: apiKey || "unused" });
+// The headers of the plain fetch() calls to vLLM's /tokenize and /detokenize.
+const jsonHeaders = { "Content-Type": "application/json" };
+if (apiKey) jsonHeaders.Authorization = `Bearer ${apiKey}`;
 
 function assertUsage(usage, promptTokens, what) {
   assert.ok(usage, `${what}: usage`);
@@ -31,7 +36,7 @@ function assertUsage(usage, promptTokens, what) {
 async function countTokens(body) {
   const reply = await fetch(`${baseURL}/tokenize`, {
     method: "POST",
-    headers: { "Content-Type": "application/json" },
+    headers: jsonHeaders,
     body: JSON.stringify({ model, ...body }),
   });
   assert.equal(reply.status, 200, "/tokenize status");
@@ -139,7 +144,7 @@ async function completion() {
 async function detokenize(tokens) {
   const reply = await fetch(`${baseURL}/detokenize`, {
     method: 'POST',
-    headers: {'Content-Type': 'application/json'},
+    headers: jsonHeaders,
     body: JSON.stringify({model, tokens}),
   });
   assert.equal(reply.status, 200, '/detokenize status');
@@ -281,7 +286,23 @@ async function modelsAndErrors() {
   );
 }
 
+// The server's --api-key: another key is refused with the client's AuthenticationError, and so is
+// a plain request without one.
+async function apiKeyRefusals() {
+  const stranger = new OpenAI({ ...clientOptions, apiKey: `not-${apiKey}` });
+  await assert.rejects(stranger.models.list(),
+                       (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  await assert.rejects(
+    stranger.completions.create({ model, prompt: [1, 2, 3], max_tokens: 2 }),
+    (e) => e instanceof OpenAI.AuthenticationError && e.code === "invalid_api_key",
+  );
+  const bare = await fetch(`${baseURL}/v1/models`);
+  assert.equal(bare.status, 401, "/v1/models without a key");
+  assert.equal((await fetch(`${baseURL}/health`)).status, 200, "/health without a key");
+}
+
 (async () => {
+  if (apiKey) await apiKeyRefusals();
   const chatText = await chat();
   const completionText = await completion();
   await samplingFields();

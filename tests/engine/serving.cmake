@@ -26,6 +26,7 @@ gpufrac_test(engine_server_test LABEL integration
 # with the tiny preset in CI; on CUDA with qwen3-0.6b and --memory-budget auto (gpu label).
 gpufrac_test(engine_serve_tiny_test LABEL integration TIMEOUT 600
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_process_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/serve_api_key_test.cpp
   LIBS gpufrac_common)
 if(GPUFRAC_HAVE_CUDA)
   gpufrac_test(engine_serve_cuda_test LABEL gpu TIMEOUT 900

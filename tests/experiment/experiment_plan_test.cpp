@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+
+#include "common/error.h"
+#include "node/placement.h"
 
 #include "common/error.h"
 
@@ -80,6 +85,118 @@ TEST(ExperimentPlan, FinishedPointsAreNotPlannedAgain) {
   plans = plan_runs(spec);
   EXPECT_EQ(plans[1].concurrency, (std::vector<int>{2}));
   EXPECT_EQ(plans[0].concurrency, (std::vector<int>{1, 2}));
+}
+
+// A machine of `gpus` H200s (132 SMs, 143771 MiB), as NVML would list it.
+MachineInventory h200s(int gpus) {
+  MachineInventory machine;
+  machine.nvml_loaded = true;
+  machine.cpus = {0, 1};
+  for (int g = 0; g < gpus; ++g) {
+    GpuInfo gpu;
+    gpu.index = g;
+    gpu.uuid = "GPU-" + std::to_string(g);
+    gpu.name = "NVIDIA H200";
+    gpu.memory_total = uint64_t(143771) << 20;
+    gpu.sm_count = 132;
+    machine.gpus.push_back(gpu);
+  }
+  if (gpus == 0) machine.nvml_status = "NVML sees no GPU";
+  return machine;
+}
+
+// How many of a node's models each GPU holds once placed on that machine, by NVML index.
+std::map<std::string, int> models_per_gpu(const NodeSpec& node, const MachineInventory& machine) {
+  Placement placement = place_models(node, select_devices(node, machine));
+  std::map<std::string, int> count;
+  for (const PlacedInstance& i : placement.instances) ++count[placement.devices[i.device_index].id];
+  return count;
+}
+
+std::string error_of(const ExperimentSpec& spec, const MachineInventory& machine) {
+  try {
+    check_gpu_count(spec, machine);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The study-shaped specs: dedicated at one model per GPU, timeslice and fractions at two, the
+// study's sweep and request counts, and every node over all of their GPUs.
+TEST(ExperimentPlan, StudyShapedSpecsPlaceTwoModelsPerGpuOnEveryGpu) {
+  const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "GPUFRAC_SOURCE_DIR is set by ctest";
+  const std::vector<int> sweep = {1, 2, 4, 8, 16, 32};
+  for (int n : {2, 4, 8}) {
+    SCOPED_TRACE("h200x" + std::to_string(n));
+    ExperimentSpec spec = load_experiment_spec(std::string(source) + "/experiments/h200x" +
+                                               std::to_string(n) + "-study.yaml");
+    EXPECT_EQ(spec.gpus, n);
+    EXPECT_EQ(spec.model, "qwen3-4b");
+    EXPECT_EQ(spec.isl, 2048);
+    EXPECT_EQ(spec.osl, 256);
+    EXPECT_FALSE(spec.requests.has_value());  // the study's max(40, 10c)
+    EXPECT_FALSE(spec.warmup.has_value());    // and min(16, 2c)
+    ASSERT_EQ(spec.runs.size(), 3u);
+    const std::pair<const char*, int> arms[] = {
+        {"dedicated", 1}, {"timeslice", 2}, {"fractions", 2}};
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(spec.runs[r].arm, arms[r].first);
+      EXPECT_EQ(spec.runs[r].models_per_gpu, std::vector<int>{arms[r].second});
+      EXPECT_EQ(spec.runs[r].concurrency, sweep);
+    }
+    ASSERT_TRUE(spec.packing_search.has_value());
+    EXPECT_EQ(spec.packing_search->arm, "fractions");
+    EXPECT_DOUBLE_EQ(spec.packing_search->rate, 0.1);
+    EXPECT_EQ(spec.cost_models, 16);
+    EXPECT_EQ(spec.gpus_per_node, 8);
+    EXPECT_NO_THROW(check_gpu_count(spec, h200s(n)));
+    EXPECT_NE(error_of(spec, h200s(n - 1)).find("gpus: " + std::to_string(n)), std::string::npos);
+
+    MachineInventory machine = h200s(8);  // an 8-GPU machine runs every spec on its first n GPUs
+    for (const auto& [arm, m] : arms) {
+      NodeSpec node = experiment_node_spec(spec, arm, m);
+      EXPECT_EQ(node.models.size(), size_t(m * n)) << arm;
+      EXPECT_EQ(node.gpus.size(), size_t(n)) << arm;
+      std::map<std::string, int> per_gpu = models_per_gpu(node, machine);
+      ASSERT_EQ(per_gpu.size(), size_t(n)) << arm;
+      for (int g = 0; g < n; ++g) EXPECT_EQ(per_gpu[std::to_string(g)], m) << arm << " GPU " << g;
+    }
+    int most = spec.packing_search->max_models_per_gpu;
+    std::map<std::string, int> per_gpu =
+        models_per_gpu(experiment_node_spec(spec, "fractions", most), machine);
+    ASSERT_EQ(per_gpu.size(), size_t(n));
+    for (int g = 0; g < n; ++g) EXPECT_EQ(per_gpu[std::to_string(g)], most) << "GPU " << g;
+    BenchConfig bench = experiment_bench_config(spec, "fractions", 2, spec.output);
+    EXPECT_EQ(bench.gpus, n);  // the summaries' config.gpus, which the report divides by
+  }
+}
+
+TEST(ExperimentPlan, TheGpuCountIsCheckedAgainstTheMachineBeforeAnyArm) {
+  ExperimentSpec spec = parse_experiment_spec(
+      "device: cuda\ngpus: 4\nruns:\n  - {arm: fractions, concurrency: [1]}\n", "spec.yaml");
+  EXPECT_NO_THROW(check_gpu_count(spec, h200s(4)));
+  EXPECT_NO_THROW(check_gpu_count(spec, h200s(8)));
+  std::string fewer = error_of(spec, h200s(2));
+  EXPECT_NE(fewer.find("spec.yaml: gpus: 4, but this machine has 2 GPUs"), std::string::npos)
+      << fewer;
+  EXPECT_NE(fewer.find("set gpus: 2 or fewer"), std::string::npos) << fewer;
+  std::string none = error_of(spec, h200s(0));
+  EXPECT_NE(none.find("device: cuda, but NVML sees no GPU"), std::string::npos) << none;
+  EXPECT_EQ(where_arms_run(spec, h200s(4)), "4 GPUs");
+
+  // On the CPU a node has one device: gpus above 1 cannot run there.
+  spec.device = "auto";
+  std::string cpu = error_of(spec, h200s(0));
+  EXPECT_NE(cpu.find("gpus: 4, but the arms run on the CPU (NVML sees no GPU)"), std::string::npos)
+      << cpu;
+  EXPECT_NE(cpu.find("set gpus: 1"), std::string::npos) << cpu;
+  spec.device = "cpu";
+  EXPECT_NE(error_of(spec, h200s(8)).find("(device: cpu)"), std::string::npos);
+  spec.gpus = 1;
+  EXPECT_NO_THROW(check_gpu_count(spec, h200s(0)));
+  EXPECT_EQ(where_arms_run(spec, h200s(8)), "the CPU");
 }
 
 }  // namespace

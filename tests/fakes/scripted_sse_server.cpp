@@ -168,6 +168,9 @@ ScriptedSseServer::ScriptedSseServer(ScriptedSseOptions options)
     }
     r->send(200, "application/json", Json{{"object", "list"}, {"data", data}}.dump());
   });
+  http_.route("GET", "/health", [](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+    r->send(200, "application/json", "{}");
+  });
 }
 
 ScriptedSseServer::~ScriptedSseServer() {

@@ -11,7 +11,8 @@
 // chunk follows the last token, then "data: [DONE]". The last token's chunk carries
 // finish_reason "length" (with `finish_chunk`, a chunk of its own with no text carries it, one
 // chunk interval later, followed at once by the usage chunk and [DONE]).
-// GET /v1/models lists `models`.
+// GET /v1/models lists `models`; GET /health answers 200 (the readiness path of vLLM and
+// `gpufrac serve`, so a node can run it as a built-in engine: tests/fakes/fake_gpufrac_serve).
 //
 // Its tokenizer is a toy (toy_text_tokens): every run of non-space characters counts
 // ceil(length / 4) tokens, spaces count nothing. A chat request adds 5 tokens per message

@@ -128,6 +128,88 @@ TEST(Manifests, TheRouterReachesEveryModelThroughItsService) {
   EXPECT_EQ(find(all, "router-service.yaml")["spec"]["ports"][0]["port"], 8000);
 }
 
+// Only the node's router reaches its model pods; the router reads each model's keys from the
+// Secret <node>-api-keys and gets the limits as flags; no key is ever in a manifest.
+TEST(Manifests, KeysComeFromASecretAndOnlyTheRouterReachesTheModels) {
+  std::vector<Manifest> all = render(R"(name: demo
+models:
+  - {name: a, model: qwen3-4b, fraction: {compute: 0.5, memory: 0.5}, api_keys_env: A_KEYS,
+     max_requests_in_flight: 32, requests_per_second: 2.5}
+  - {name: b, model: qwen3-4b, fraction: {compute: 0.5, memory: 0.5}, api_keys_env: SHARED}
+  - {name: c, model: qwen3-4b, fraction: {compute: 0.5, memory: 0.25}, api_keys_env: SHARED}
+)");
+  const Object& policy = find(all, "networkpolicy.yaml");
+  EXPECT_EQ(policy["kind"], "NetworkPolicy");
+  EXPECT_EQ(policy["metadata"]["name"], "demo-models");
+  EXPECT_EQ(policy["metadata"]["namespace"], "gpufrac");
+  EXPECT_EQ(
+      policy["spec"]["podSelector"]["matchLabels"],
+      (Object{{"app.kubernetes.io/instance", "demo"}, {"app.kubernetes.io/component", "model"}}));
+  EXPECT_EQ(policy["spec"]["policyTypes"], Object::array({"Ingress"}));
+  ASSERT_EQ(policy["spec"]["ingress"].size(), 1u);
+  const Object& rule = policy["spec"]["ingress"][0];
+  EXPECT_EQ(
+      rule["from"],
+      Object::array({Object{{"podSelector", {{"matchLabels", {{"gpufrac/object", "demo"}}}}}}}));
+  EXPECT_EQ(rule["ports"], Object::array({Object{{"protocol", "TCP"}, {"port", 8000}}}));
+  // The selectors match what the pods carry: the model pods, and the router's.
+  const Object& model_pod =
+      find(all, "model-demo-a-deployment.yaml")["spec"]["template"]["metadata"]["labels"];
+  for (const auto& [k, v] : policy["spec"]["podSelector"]["matchLabels"].items())
+    EXPECT_EQ(model_pod[k], v) << k;
+  const Object& router_pod = find(all, "router-deployment.yaml")["spec"]["template"];
+  EXPECT_EQ(router_pod["metadata"]["labels"]["gpufrac/object"], "demo");
+
+  const Object& container = router_pod["spec"]["containers"][0];
+  std::vector<std::string> command = container["command"];
+  auto values_of = [&](const std::string& flag) {
+    std::vector<std::string> values;
+    for (size_t i = 0; i + 1 < command.size(); ++i) {
+      if (command[i] == flag) values.push_back(command[i + 1]);
+    }
+    return values;
+  };
+  EXPECT_EQ(values_of("--api-keys-env"),
+            (std::vector<std::string>{"a=A_KEYS", "b=SHARED", "c=SHARED"}));
+  EXPECT_EQ(values_of("--max-requests-in-flight"), std::vector<std::string>{"a=32"});
+  EXPECT_EQ(values_of("--requests-per-second"), std::vector<std::string>{"a=2.5"});
+  Object from_secret = Object::array();
+  for (const char* variable : {"A_KEYS", "SHARED"}) {
+    from_secret.push_back(
+        {{"name", variable},
+         {"valueFrom", {{"secretKeyRef", {{"name", "demo-api-keys"}, {"key", variable}}}}}});
+  }
+  EXPECT_EQ(container["env"], from_secret);
+  EXPECT_EQ(container["readinessProbe"]["httpGet"]["path"], "/ping");
+  EXPECT_EQ(container["livenessProbe"]["httpGet"]["path"], "/ping");
+  // Without keys: no env, no flags, the policy all the same.
+  std::vector<Manifest> keyless = render(kMixed);
+  EXPECT_FALSE(
+      find(keyless, "router-deployment.yaml")["spec"]["template"]["spec"]["containers"][0].contains(
+          "env"));
+  EXPECT_EQ(find(keyless, "networkpolicy.yaml")["kind"], "NetworkPolicy");
+}
+
+TEST(Manifests, RefusesKeysThatWouldLandInTheManifests) {
+  std::string literal = usage_error([] {
+    render(
+        "models:\n  - {name: a, model: tiny, fraction: {compute: 1, memory: 0.5}, api_keys: "
+        "[s3cret]}\n");
+  });
+  EXPECT_NE(literal.find("spec.yaml: models[0].api_keys: keys written in the spec"),
+            std::string::npos)
+      << literal;
+  EXPECT_NE(literal.find("api_keys_env"), std::string::npos) << literal;
+  EXPECT_EQ(literal.find("s3cret"), std::string::npos) << literal;
+  std::string file = usage_error([] {
+    render(
+        "models:\n  - {name: a, model: tiny, fraction: {compute: 1, memory: 0.5}, api_keys_file: "
+        "/k}\n");
+  });
+  EXPECT_NE(file.find("models[0].api_keys_file: the file is on this machine"), std::string::npos)
+      << file;
+}
+
 TEST(Manifests, TheAgentRunsOnEveryGpuNodeWithHostPidAndTheSharedDirectory) {
   RenderOptions options;
   options.namespace_name = "serving";

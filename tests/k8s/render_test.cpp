@@ -94,8 +94,8 @@ TEST_P(RenderExample, KubectlKustomizeBuildsTheBase) {
   EXPECT_EQ(objects.size(), files_in(out).size() - 1);  // every file but kustomization.yaml
   std::set<std::string> kinds;
   for (const YAML::Node& o : objects) kinds.insert(o["kind"].as<std::string>());
-  EXPECT_EQ(kinds,
-            (std::set<std::string>{"DaemonSet", "Deployment", "Namespace", "Queue", "Service"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"DaemonSet", "Deployment", "Namespace", "NetworkPolicy",
+                                          "Queue", "Service"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, RenderExample,

@@ -11,6 +11,7 @@ const [packageDir, ...files] = process.argv.slice(2);
 const models = {
   "v1": require(path.join(packageDir, "v1")),
   "apps/v1": require(path.join(packageDir, "apps/v1")),
+  "networking.k8s.io/v1": require(path.join(packageDir, "networking.k8s.io/v1")),
 };
 
 function fail(message) {

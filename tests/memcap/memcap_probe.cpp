@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "cuda_result_name.h"
 #include "fakes/fake_libcuda.h"
 #include "memcap/cuda_abi.h"
 #include "memcap_stress.h"
@@ -47,30 +48,6 @@ struct Options {
           "touch PATH | await PATH | fork STEP... end | stress THREADS ITERATIONS MAX_MIB SEED\n",
           problem);
   exit(2);
-}
-
-const char* result_name(CUresult result) {
-  switch (result) {
-    case CUDA_SUCCESS:
-      return "ok";
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return "oom";
-    case CUDA_ERROR_NOT_PERMITTED:
-      return "not_permitted";
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return "not_supported";
-    case CUDA_ERROR_INVALID_VALUE:
-      return "invalid_value";
-    case CUDA_ERROR_NOT_INITIALIZED:
-      return "not_initialized";
-    case CUDA_ERROR_INVALID_CONTEXT:
-      return "invalid_context";
-    default: {
-      static char text[32];
-      snprintf(text, sizeof text, "error%d", result);
-      return text;
-    }
-  }
 }
 
 class Probe {
@@ -240,9 +217,9 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       if (result == CUDA_SUCCESS) result = d_.retain_primary(&context, device);
       if (result == CUDA_SUCCESS) result = d_.set_current(context);
       if (step == "init")
-        line("init %s", result_name(result));
+        line("init %s", cuda_result_name(result));
       else
-        line("device %d %s", device, result_name(result));
+        line("device %d %s", device, cuda_result_name(result));
     } else if (step == "alloc" || step == "managed" || step == "async" || step == "pool" ||
                step == "devpool" || step == "hostpool") {
       const char* size_text = next(i);
@@ -272,13 +249,13 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
         result = d_.alloc_from_pool(&ptr, size, pool, nullptr);
       }
       if (result == CUDA_SUCCESS) pointers_.push_back(ptr);
-      line("%s %s %s", step.c_str(), size_text, result_name(result));
+      line("%s %s %s", step.c_str(), size_text, cuda_result_name(result));
     } else if (step == "alloc32") {
       const char* size_text = next(i);
       CUdeviceptr_v1 ptr = 0;
       CUresult result = alloc32_(&ptr, unsigned(parse_size(size_text)));
       if (result == CUDA_SUCCESS) pointers32_.push_back(ptr);
-      line("alloc32 %s %s", size_text, result_name(result));
+      line("alloc32 %s %s", size_text, cuda_result_name(result));
     } else if (step == "pitch") {
       const char* width = next(i);
       const char* height = next(i);
@@ -286,15 +263,15 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       size_t pitch = 0;
       CUresult result = pitch_(&ptr, &pitch, parse_size(width), parse_size(height), 4);
       if (result == CUDA_SUCCESS) pointers_.push_back(ptr);
-      line("pitch %s %s %s pitch=%zu", width, height, result_name(result), pitch);
+      line("pitch %s %s %s pitch=%zu", width, height, cuda_result_name(result), pitch);
     } else if (step == "free" || step == "freeasync") {
       size_t at = index(i, pointers_.size());
       CUresult result =
           step == "free" ? d_.free(pointers_[at]) : d_.free_async(pointers_[at], nullptr);
-      line("%s %zu %s", step.c_str(), at, result_name(result));
+      line("%s %zu %s", step.c_str(), at, cuda_result_name(result));
     } else if (step == "free32") {
       size_t at = index(i, pointers32_.size());
-      line("free32 %zu %s", at, result_name(free32_(pointers32_[at])));
+      line("free32 %zu %s", at, cuda_result_name(free32_(pointers32_[at])));
     } else if (step == "create" || step == "hostcreate") {
       const char* size_text = next(i);
       size_t size = parse_size(size_text);
@@ -312,7 +289,7 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
         handle_sizes_.push_back(size);
         mapped_at_.push_back(0);
       }
-      line("%s %s %s", step.c_str(), size_text, result_name(result));
+      line("%s %s %s", step.c_str(), size_text, cuda_result_name(result));
     } else if (step == "map") {
       size_t at = index(i, handles_.size());
       CUresult result = d_.address_reserve(&mapped_at_[at], handle_sizes_[at], 0, 0, 0);
@@ -321,32 +298,32 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, 3};
       if (result == CUDA_SUCCESS)
         result = d_.set_access(mapped_at_[at], handle_sizes_[at], &access, 1);
-      line("map %zu %s", at, result_name(result));
+      line("map %zu %s", at, cuda_result_name(result));
     } else if (step == "retain") {
       size_t at = index(i, handles_.size());
       CUmemGenericAllocationHandle handle = 0;
       CUresult result = retain_(&handle, reinterpret_cast<void*>(mapped_at_[at]));
-      line("retain %zu %s", at, result_name(result));
+      line("retain %zu %s", at, cuda_result_name(result));
     } else if (step == "unmap") {
       size_t at = index(i, handles_.size());
-      line("unmap %zu %s", at, result_name(d_.unmap(mapped_at_[at], handle_sizes_[at])));
+      line("unmap %zu %s", at, cuda_result_name(d_.unmap(mapped_at_[at], handle_sizes_[at])));
     } else if (step == "release") {
       size_t at = index(i, handles_.size());
-      line("release %zu %s", at, result_name(d_.release(handles_[at])));
+      line("release %zu %s", at, cuda_result_name(d_.release(handles_[at])));
     } else if (step == "info") {
       size_t free = 0, total = 0;
       CUresult result = d_.get_info(&free, &total);
       if (result == CUDA_SUCCESS)
         line("info free=%zu total=%zu", free, total);
       else
-        line("info %s", result_name(result));
+        line("info %s", cuda_result_name(result));
     } else if (step == "info32") {
       unsigned free = 0, total = 0;
       CUresult result = info32_(&free, &total);
       if (result == CUDA_SUCCESS)
         line("info32 free=%u total=%u", free, total);
       else
-        line("info32 %s", result_name(result));
+        line("info32 %s", cuda_result_name(result));
     } else if (step == "total") {
       int device = atoi(next(i));
       size_t bytes = 0;
@@ -354,7 +331,7 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       if (result == CUDA_SUCCESS)
         line("total %d bytes=%zu", device, bytes);
       else
-        line("total %d %s", device, result_name(result));
+        line("total %d %s", device, cuda_result_name(result));
     } else if (step == "nvml" || step == "nvml2") {
       unsigned index_value = unsigned(atoi(next(i)));
       nvmlDevice_t device = nullptr;
@@ -390,18 +367,18 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
                   : step == "reset-v1"       ? ctx_reset_v1_
                   : step == "primaryrelease" ? primary_release_
                                              : primary_release_v1_;
-      line("%s %s", step.c_str(), result_name(call(device)));
+      line("%s %s", step.c_str(), cuda_result_name(call(device)));
     } else if (step == "ctxcreate") {
-      line("ctxcreate %s", result_name(ctx_create_(&created_, 0, 0)));
+      line("ctxcreate %s", cuda_result_name(ctx_create_(&created_, 0, 0)));
     } else if (step == "ctxdestroy" || step == "ctxdestroy-v1") {
       auto destroy = step == "ctxdestroy" ? ctx_destroy_ : ctx_destroy_v1_;
-      line("%s %s", step.c_str(), result_name(destroy(created_)));
+      line("%s %s", step.c_str(), cuda_result_name(destroy(created_)));
     } else if (step == "lookup") {
       const char* name = next(i);
       int version = atoi(next(i));
       void* found = nullptr;
       CUresult result = cuGetProcAddress_v2(name, &found, version, 0, nullptr);
-      line("lookup %s %d %s%s", name, version, result_name(result), found ? " found" : "");
+      line("lookup %s %d %s%s", name, version, cuda_result_name(result), found ? " found" : "");
     } else if (step == "dlsym") {
       const char* name = next(i);
       line("dlsym %s %s", name, dlsym(libcuda_, name) != nullptr ? "found" : "missing");

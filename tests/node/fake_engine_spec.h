@@ -18,9 +18,11 @@ inline std::string fake_engine_command(int ttft_ms = 10, int itl_ms = 5) {
 
 // A model entry of a node spec running the fake engine.
 inline std::string fake_model(const std::string& name, const std::string& fraction,
-                              const std::string& command_prefix = "", int itl_ms = 5) {
+                              const std::string& command_prefix = "", int itl_ms = 5,
+                              const std::string& startup_timeout = "20s") {
   return "  - name: " + name + "\n    command: " + command_prefix + fake_engine_command(10, itl_ms) +
-         "\n    health: /v1/models\n    startup_timeout: 20s\n    fraction: " + fraction + "\n";
+         "\n    health: /v1/models\n    startup_timeout: " + startup_timeout +
+         "\n    fraction: " + fraction + "\n";
 }
 
 inline std::string proc_status_field(pid_t pid, const std::string& field) {

@@ -129,6 +129,31 @@ TEST(ModelLaunch, DedicatedGetsOnlyItsGpu) {
   EXPECT_EQ(env_value(plan, "CUDA_MPS_PIPE_DIRECTORY"), "/run/n/mps/none");
 }
 
+// The node's internal key reaches the engine in its environment only, under both engines'
+// variables; inherited keys and the variables holding the router's keys never do.
+TEST(ModelLaunch, TheEngineKeyIsInTheEnvironmentAndClientKeysAreNot) {
+  ::setenv("GPUFRAC_API_KEY", "inherited", 1);
+  ::setenv("VLLM_API_KEY", "inherited", 1);
+  ::setenv("TEAM_KEYS", "client-key", 1);
+  Fixture f = fixture("mode: dedicated\nmodels: [{name: a, model: tiny, api_keys_env: TEAM_KEYS}]",
+                      gpu(SharingMode::kDedicated));
+  LaunchPlan without = f.plan();
+  f.context.engine_key = "node-key";
+  f.context.withheld_variables = {"TEAM_KEYS"};
+  LaunchPlan plan = f.plan();
+  ::unsetenv("GPUFRAC_API_KEY");
+  ::unsetenv("VLLM_API_KEY");
+  ::unsetenv("TEAM_KEYS");
+  EXPECT_EQ(env_value(plan, "GPUFRAC_API_KEY"), "node-key");
+  EXPECT_EQ(env_value(plan, "VLLM_API_KEY"), "node-key");
+  EXPECT_EQ(env_value(plan, "TEAM_KEYS"), "<unset>");
+  EXPECT_EQ(plan.engine_key, "node-key");
+  for (const std::string& arg : plan.argv) EXPECT_EQ(arg.find("node-key"), std::string::npos);
+  EXPECT_EQ(env_value(without, "GPUFRAC_API_KEY"), "<unset>");
+  EXPECT_EQ(env_value(without, "VLLM_API_KEY"), "<unset>");
+  EXPECT_EQ(without.engine_key, "");
+}
+
 TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
   Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu_device());
   LaunchPlan plan = f.plan();

@@ -13,7 +13,7 @@
 #include "node/node.h"
 #include "node/node_state.h"
 #include "node/process.h"
-#include "fake_engine_spec.h"
+#include "fake_gpu_node.h"
 #include "common/raw_http_exchange.h"
 
 namespace gpufrac {
@@ -24,40 +24,12 @@ using testing::fake_model;
 using testing::proc_env;
 using testing::read_file;
 
-// Before anything loads NVML in this process.
-const bool kFakeDriver = [] {
-  ::setenv("GPUFRAC_NVML_LIBRARY", FAKE_NVML_NODE, 1);
-  ::setenv("FAKE_NVML_GPUS", "2", 1);
-  return true;
-}();
+const bool kFakeDriver = testing::use_fake_driver(2);
 
-constexpr const char* kGpu0 = "GPU-00000000-0000-0000-0000-000000000000";
-constexpr const char* kGpu1 = "GPU-00000000-0000-0000-0000-000000000001";
+const std::string kGpu0 = testing::fake_gpu_uuid(0);
+const std::string kGpu1 = testing::fake_gpu_uuid(1);
 
-class FakeGpuNodeTest : public ::testing::Test {
- protected:
-  NodeSpec spec(const std::string& models, const std::string& extra = "") {
-    std::string mode = extra.find("mode:") == std::string::npos ? "mode: fractions\n" : "";
-    std::string yaml = "name: g\nlisten: 127.0.0.1:0\ndevice: cuda\n" + mode + "run_dir: " +
-                       dir_.path() + "/run\nstop_timeout: 3s\nmps_control: " +
-                       testing::fake_path("fake_mps_control.py") + "\n" + extra + "models:\n" + models;
-    return parse_node_spec(yaml, "spec.yaml");
-  }
-  std::string pipe_dir(int gpu) { return dir_.path() + "/run/mps/gpu" + std::to_string(gpu) + "/pipe"; }
-  std::vector<std::string> commands(int gpu) {
-    std::vector<std::string> lines;
-    std::istringstream in(read_file(pipe_dir(gpu) + "/commands.log"));
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-  const InstanceStatus& instance(const std::vector<InstanceStatus>& all, const std::string& name) {
-    for (const InstanceStatus& s : all) {
-      if (s.name == name) return s;
-    }
-    throw std::runtime_error("no instance " + name);
-  }
-  testing::TempDir dir_;
-};
+using FakeGpuNodeTest = testing::FakeGpuNode;
 
 TEST_F(FakeGpuNodeTest, TheFakeDriverShowsItsGpus) {
   MachineInventory machine = discover_machine();

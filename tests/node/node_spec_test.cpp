@@ -47,6 +47,7 @@ models:
     health: /ready
     startup_timeout: 20m
     fraction: {compute: 50%, memory: 19968M}
+    gpu: GPU-5a7c
 )", "spec.yaml");
   EXPECT_EQ(spec.name, "demo");
   EXPECT_EQ(spec.listen_host, "0.0.0.0");
@@ -72,7 +73,9 @@ models:
   EXPECT_DOUBLE_EQ(a.restart_wait_s, 120);
   EXPECT_EQ(a.queue_limit, 16u);
   EXPECT_EQ(a.failure_limit, 0);
+  EXPECT_EQ(a.gpu, "");  // placement picks
   const ModelSpec& b = spec.models[1];
+  EXPECT_EQ(b.gpu, "GPU-5a7c");
   EXPECT_FALSE(b.builtin());
   EXPECT_EQ(b.health_path, "/ready");
   EXPECT_DOUBLE_EQ(b.startup_timeout_s, 1200);
@@ -179,19 +182,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"models: [{name: a, command: 'serve --port 80'}]", "models[0].command", "{port}"},
         BadSpec{"models: [{name: a, command: 'x {port}', model: tiny}]", "models[0].model",
                 "command:"},
-        BadSpec{"models: [{name: a, engine: docker, model: tiny}]", "models[0].engine",
-                "builtin"},
+        BadSpec{"models: [{name: a, engine: docker, model: tiny}]", "models[0].engine", "builtin"},
         BadSpec{"models: [{name: a, model: tiny, engine_args: {port: 1}}]",
                 "models[0].engine_args.port", "set by the node"},
         BadSpec{"models: [{name: a, model: tiny, health: ready}]", "models[0].health", "/health"},
+        BadSpec{"models: [{name: a, model: tiny, gpu: ' '}]", "models[0].gpu", "index or UUID"},
         BadSpec{"models: [{name: a, model: tiny, restart_wait: soon}]", "models[0].restart_wait",
                 "30s"},
         BadSpec{"models: [{name: a, model: tiny, restart_wait: 2h}]", "models[0].restart_wait",
                 "0..3600"},
         BadSpec{"models: [{name: a, model: tiny, queue_limit: -1}]", "models[0].queue_limit",
                 "like 256"},
-        BadSpec{"models: [{name: a, model: tiny, failure_limit: 5000}]",
-                "models[0].failure_limit", "like 5"},
+        BadSpec{"models: [{name: a, model: tiny, failure_limit: 5000}]", "models[0].failure_limit",
+                "like 5"},
         BadSpec{"mode: shared\nmodels: [{name: a, model: tiny}]", "mode", "fractions"},
         BadSpec{"placement: random\nmodels: [{name: a, model: tiny}]", "placement", "spread"},
         BadSpec{"device: tpu\nmodels: [{name: a, model: tiny}]", "device", "cpu"},
@@ -206,7 +209,52 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"mode: fractions\nmode: timeslice\nmodels: [{name: a, model: tiny}]", "mode",
                 "given twice"},
         BadSpec{"models: [{name: a, model: tiny, name: b}]", "models[0].name", "given twice"},
-        BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "not valid YAML"}));
+        BadSpec{"models: [{name: a, model: tiny}\n", "spec.yaml:", "not valid YAML"},
+        BadSpec{"models: [{name: a, model: tiny, api_keys: []}]", "models[0].api_keys",
+                "api_keys_env"},
+        BadSpec{"models: [{name: a, model: tiny, api_keys: [k1, [k2]]}]", "models[0].api_keys[1]",
+                "a string"},
+        BadSpec{"models: [{name: a, model: tiny, api_keys_env: 1KEYS}]", "models[0].api_keys_env",
+                "QWEN_A_KEYS"},
+        BadSpec{"models: [{name: a, model: tiny, max_requests_in_flight: 0}]",
+                "models[0].max_requests_in_flight", "1..1048576"},
+        BadSpec{"models: [{name: a, model: tiny, requests_per_second: 0}]",
+                "models[0].requests_per_second", "like 10 or 0.5"},
+        BadSpec{"models: [{name: a, model: tiny, env: {VLLM_API_KEY: x}}]",
+                "models[0].env.VLLM_API_KEY", "api_keys_env"},
+        BadSpec{"models: [{name: a, model: tiny, env: {GPUFRAC_API_KEY: x}}]",
+                "models[0].env.GPUFRAC_API_KEY", "router sends it"},
+        BadSpec{"models: [{name: a, model: tiny, api_keys: [k]}, {name: b, model: tiny}]",
+                "models[1]", "give every model the keys"},
+        BadSpec{"models: [{name: a, model: tiny}, {name: b, model: tiny, api_keys_env: B}]",
+                "models[0]", "or give none"}));
+
+TEST(NodeSpec, KeysAndLimitsParse) {
+  NodeSpec spec = parse_node_spec(R"(
+models:
+  - {name: a, model: tiny, api_keys: [ka, 'sk-A.b~c'], max_requests_in_flight: 32}
+  - {name: b, model: tiny, api_keys_file: /etc/keys/b, api_keys_env: B_KEYS, requests_per_second: 0.5}
+)",
+                                  "spec.yaml");
+  EXPECT_EQ(spec.models[0].api_keys, (std::vector<std::string>{"ka", "sk-A.b~c"}));
+  EXPECT_TRUE(spec.models[0].has_api_keys());
+  EXPECT_EQ(spec.models[0].max_requests_in_flight, 32);
+  EXPECT_EQ(spec.models[0].requests_per_second, 0);
+  EXPECT_EQ(spec.models[1].api_keys_file, "/etc/keys/b");
+  EXPECT_EQ(spec.models[1].api_keys_env, "B_KEYS");
+  EXPECT_DOUBLE_EQ(spec.models[1].requests_per_second, 0.5);
+  EXPECT_EQ(spec.models[1].max_requests_in_flight, 0);
+  EXPECT_FALSE(parse_node_spec("models: [{name: a, model: tiny}]", "s").models[0].has_api_keys());
+}
+
+TEST(NodeSpec, ABadKeyIsNamedByItsFieldNeverQuoted) {
+  std::string message =
+      error_of("models:\n  - name: a\n    model: tiny\n    api_keys: [good, 'top secret']\n");
+  EXPECT_NE(message.find("spec.yaml:4: models[0].api_keys[1]"), std::string::npos) << message;
+  EXPECT_NE(message.find("without spaces or commas"), std::string::npos) << message;
+  EXPECT_EQ(message.find("secret"), std::string::npos) << message;
+  EXPECT_EQ(message.find("good"), std::string::npos) << message;
+}
 
 TEST(NodeSpec, ErrorsCarryTheLine) {
   std::string message = error_of("name: x\nmodels:\n  - name: a\n    model: tiny\n    replicas: -1\n");

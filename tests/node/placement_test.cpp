@@ -2,6 +2,8 @@
 // oversubscribes only when the spec allows; an unplaceable spec names the field and places nothing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <random>
 
 #include "common/error.h"
@@ -208,6 +210,98 @@ TEST(Placement, UnknownGpuAndMissingGpusAreSpecErrors) {
   std::string no_gpu = placement_error("device: cuda\nmodels: [{name: a, model: tiny}]", cpu_machine(2));
   EXPECT_NE(no_gpu.find("device: cuda"), std::string::npos) << no_gpu;
   EXPECT_NE(no_gpu.find("device: auto or cpu"), std::string::npos) << no_gpu;
+}
+
+// A model's `gpu` puts every replica of it there (by index or UUID), before the others are
+// placed; the others go where room is left.
+TEST(Placement, AModelsGpuPinsItTheOthersGoWhereRoomIsLeft) {
+  Placement p = place(R"(
+models:
+  - {name: free1, model: tiny, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: on3, model: tiny, gpu: 3, replicas: 2, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: free2, model: tiny, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: on0, model: tiny, gpu: GPU-0, fraction: {compute: 0.5, memory: 0.5}}
+)", machine_with_gpus(4, 80 * kGiB));
+  ASSERT_EQ(p.instances.size(), 5u);
+  std::vector<std::string> gpu_of;
+  for (const PlacedInstance& i : p.instances) gpu_of.push_back(p.devices[i.device_index].id);
+  // Spec order: free1, on3#0, on3#1, free2, on0. binpack: on3 fills GPU 3 and on0 takes half of
+  // GPU 0 first, so free1 joins on0 and free2 goes on to GPU 1.
+  EXPECT_EQ(gpu_of, (std::vector<std::string>{"0", "3", "3", "1", "0"}));
+
+  // Pinned past what the GPU holds: the pinned GPU's misfit, even with room elsewhere.
+  std::string full = placement_error(R"(
+models:
+  - {name: a, model: tiny, gpu: 1, fraction: {compute: 0.6, memory: 0.5}}
+  - {name: b, model: tiny, gpu: 1, fraction: {compute: 0.6, memory: 0.5}}
+)", machine_with_gpus(2, 80 * kGiB));
+  EXPECT_NE(full.find("cannot place model 'b': models[1].fraction.compute: needs 0.6 of the SMs, "
+                      "but GPU 1 has 0.4 left"), std::string::npos) << full;
+
+  // A GPU the node does not have, or that its gpus list leaves out.
+  std::string missing = placement_error(
+      "models: [{name: a, model: tiny, gpu: 7, fraction: {compute: 0.5, memory: 0.5}}]",
+      machine_with_gpus(2, 80 * kGiB));
+  EXPECT_NE(missing.find("spec.yaml: models[0].gpu: '7' is not one of this node's devices (0, 1); "
+                         "list it under gpus, or drop gpu"), std::string::npos) << missing;
+  std::string unlisted = placement_error(
+      "gpus: [0]\nmodels: [{name: a, model: tiny, gpu: 1, fraction: {compute: 0.5, memory: 0.5}}]",
+      machine_with_gpus(2, 80 * kGiB));
+  EXPECT_NE(unlisted.find("models[0].gpu: '1' is not one of this node's devices (0)"),
+            std::string::npos) << unlisted;
+  // On the CPU, the one device is "cpu" (or 0).
+  Placement cpu = place(
+      "models: [{name: a, model: tiny, gpu: cpu, fraction: {compute: 0.5, memory: 0.25}}]",
+      cpu_machine(2));
+  EXPECT_TRUE(cpu.devices[cpu.instances[0].device_index].is_cpu());
+}
+
+// On GPUs of different sizes a memory share is of the model's own GPU: its cap (the memcap shim's
+// GPUFRAC_MEMCAP_BYTES, MPS's pinned memory limit) and {gpu_memory_utilization} follow that GPU.
+TEST(Placement, AMemoryShareIsOfTheModelsOwnGpu) {
+  MachineInventory machine = machine_with_gpus(2, 80 * kGiB);
+  machine.gpus[1].memory_total = 40 * kGiB;
+  for (const char* mode : {"timeslice", "fractions"}) {
+    Placement p = place(std::string("mode: ") + mode + R"(
+models:
+  - {name: a, model: tiny, gpu: 0, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: b, model: tiny, gpu: 1, fraction: {compute: 0.5, memory: 0.5}}
+)",
+                        machine);
+    EXPECT_EQ(p.instances[0].memory_cap_bytes, 40 * kGiB - 512 * kMiB) << mode;
+    EXPECT_EQ(p.instances[1].memory_cap_bytes, 20 * kGiB - 512 * kMiB) << mode;
+    EXPECT_EQ(gpu_memory_utilization(p.instances[1], p.devices[1]), "0.4875") << mode;
+  }
+}
+
+// docs/node.md's mixed-mode example ("Several GPUs") places as the text under it says.
+TEST(Placement, TheMixedModeExampleInDocsPlacesAsDocumented) {
+  const char* source = std::getenv("GPUFRAC_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "GPUFRAC_SOURCE_DIR is set by ctest";
+  std::ifstream in(std::string(source) + "/docs/node.md");
+  std::string line, block;
+  bool in_block = false;
+  while (std::getline(in, line)) {
+    if (!in_block && line == "name: mixed") in_block = true;
+    if (in_block && line == "```") break;
+    if (in_block) block += line + "\n";
+  }
+  ASSERT_FALSE(block.empty()) << "no spec named mixed in docs/node.md";
+  Placement p = place(block, machine_with_gpus(4, 80 * kGiB));
+  std::vector<std::pair<std::string, std::string>> where;  // instance, GPU
+  for (const PlacedInstance& i : p.instances) {
+    where.emplace_back(i.instance_name, p.devices[i.device_index].id);
+  }
+  EXPECT_EQ(where, (std::vector<std::pair<std::string, std::string>>{{"big", "0"},
+                                                                    {"ts-a", "1"},
+                                                                    {"ts-b", "1"},
+                                                                    {"q#0", "2"},
+                                                                    {"q#1", "2"},
+                                                                    {"q#2", "3"},
+                                                                    {"q#3", "3"}}));
+  EXPECT_EQ(p.instances[0].mode, SharingMode::kDedicated);
+  EXPECT_EQ(p.instances[1].mode, SharingMode::kTimeslice);
+  EXPECT_EQ(p.instances[3].mode, SharingMode::kFractions);
 }
 
 TEST(Placement, CpuFractionsPinDisjointCoresTimesliceFloats) {

@@ -29,6 +29,14 @@ OpenAiServer::OpenAiServer(Engine& engine, OpenAiServerOptions options)
       limits_{options_.served_model_name, engine.model_config().vocab_size,
               engine.options().max_model_len, options_.tokenizer},
       http_(options_.http) {
+  if (!options_.api_keys.empty() || !options_.metrics_keys.empty()) {
+    http_.gate([this](const HttpRequest& request, HttpResponse& response) {
+      const std::string& path = request.head.path;
+      if (path == "/health") return true;
+      const ApiKeyTable& keys = path == "/metrics" ? options_.metrics_keys : options_.api_keys;
+      return keys.empty() || authorize(request, keys, response) != nullptr;
+    });
+  }
   http_.route("POST", "/v1/completions",
               [this](const HttpRequest& request, std::shared_ptr<HttpResponse> response) {
                 handle_generation(request, std::move(response), GenerationEndpoint::kCompletions);

@@ -10,6 +10,10 @@
 // response layouts: openai_server_sinks.h. Errors are OpenAI-style bodies with their 4xx/5xx
 // status. A client that disconnects before its response ends cancels its request, which frees its
 // KV blocks.
+// With API keys (serve's --api-key), every path but /health and /metrics needs
+// "Authorization: Bearer KEY" (401 otherwise, before routing: unknown paths too); with metrics
+// keys (--metrics-key), /metrics needs one of those. Keys are compared in constant time and never
+// logged (common/api_key.h).
 // Without a tokenizer (ServedTokenizer::unavailable) token-id prompts still work, the text in the
 // responses is each id as " 1234", and the text endpoints answer 400 saying why and how to fix it.
 //
@@ -20,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "common/api_key.h"
 #include "common/http_server.h"
 #include "engine/api/generation_request.h"
 #include "engine/api/openai_server_sinks.h"
@@ -32,6 +37,8 @@ struct OpenAiServerOptions {
   std::string served_model_name;
   HttpServerOptions http;
   const ServedTokenizer* tokenizer = nullptr;  // borrowed; null: no tokenizer
+  ApiKeyTable api_keys;                        // empty: no key needed
+  ApiKeyTable metrics_keys;                    // empty: /metrics is open
 };
 
 class OpenAiServer {

@@ -4,9 +4,11 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "common/api_key.h"
 #include "common/cli_args.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -81,6 +83,15 @@ CliArgs serve_args() {
               "requests that may wait for a slot; beyond that new requests get HTTP 429", "4096")
       .option("max-request-bytes", "BYTES", "largest request body accepted (larger: HTTP 413)",
               "16M")
+      .option("api-key", "KEY",
+              "a key clients must send as 'Authorization: Bearer KEY' on every path but /health "
+              "and /metrics (401 otherwise); repeat for several keys. Default: $GPUFRAC_API_KEY "
+              "(keys separated by commas), which keeps the key off the command line",
+              std::nullopt, true)
+      .option("metrics-key", "KEY",
+              "a key /metrics then needs as 'Authorization: Bearer KEY' (default: "
+              "$GPUFRAC_METRICS_KEY; unset: /metrics is open); repeat for several keys",
+              std::nullopt, true)
       .option("seed", "N",
               "seed of the preset weights and of sampling for requests that bring no seed", "0")
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
@@ -131,8 +142,37 @@ then shows the KV blocks in use. Random weights make the replies gibberish.)")
           "the server still starts: token-id prompts work, each token's text is its id\n"
           "(\" 1234\"), and text prompts, chat, stop strings and /tokenize answer 400 naming\n"
           "the fix.")
+      .section(
+          "API keys",
+          "With --api-key (or $GPUFRAC_API_KEY) every request but GET /health and /metrics\n"
+          "needs 'Authorization: Bearer KEY' (an OpenAI client's apiKey), as vLLM's --api-key:\n"
+          "without a key, or with another one, it gets 401 (an OpenAI-style body, code\n"
+          "invalid_api_key). /tokenize and /detokenize need it too. --metrics-key guards\n"
+          "/metrics the same way. Keys are compared in constant time and never logged.\n"
+          "  GPUFRAC_API_KEY=$(cat key.txt) gpufrac serve --model tiny --device cpu\n"
+          "  curl -s localhost:8000/v1/models -H \"Authorization: Bearer $(cat key.txt)\"")
       .section("Stopping", "SIGINT or SIGTERM stop the server: in-flight requests are cancelled.");
   return args;
+}
+
+// The keys of --FLAG (one per occurrence), else those of $VARIABLE (commas or whitespace between
+// them; empty or unset: none).
+ApiKeyTable keys_from(const CliArgs& args, const std::string& flag, const char* variable) {
+  std::vector<std::string> keys;
+  if (args.given(flag)) {
+    keys = args.get_all(flag);
+    for (size_t i = 0; i < keys.size(); ++i) check_api_key(keys[i], "--" + flag, i + 1);
+  } else if (const char* text = std::getenv(variable); text && *text) {
+    keys = parse_api_keys(text, variable);
+    if (keys.empty()) {
+      throw UsageError(std::string(variable) +
+                       " is set but holds no key; give the key (several: separated by commas), "
+                       "or unset it to serve without one");
+    }
+  }
+  ApiKeyTable table;
+  for (const std::string& key : keys) table.add(key);
+  return table;
 }
 
 int positive_int(const CliArgs& args, const std::string& name) {
@@ -244,6 +284,8 @@ int serve_command(int argc, char** argv) {
   server_options.http.host = args.get("host");
   server_options.http.port = port;
   server_options.http.max_body_bytes = max_request_bytes;
+  server_options.api_keys = keys_from(args, "api-key", "GPUFRAC_API_KEY");
+  server_options.metrics_keys = keys_from(args, "metrics-key", "GPUFRAC_METRICS_KEY");
   engine::OpenAiServer server(engine, server_options);
   engine.start();
   server.start();
@@ -255,6 +297,14 @@ int serve_command(int argc, char** argv) {
            engine::kv_admission_name(options.scheduler.admission),
            " admission), max-model-len ", options.max_model_len,
            ", listening on http://", server_options.http.host, ":", server.port());
+  if (!server_options.api_keys.empty()) {
+    log_info("serve: every path but /health",
+             server_options.metrics_keys.empty() ? " and /metrics" : "", " needs one of ",
+             server_options.api_keys.size(), " API key(s)",
+             server_options.metrics_keys.empty() ? "" : "; /metrics needs a metrics key");
+  } else if (!server_options.metrics_keys.empty()) {
+    log_info("serve: /metrics needs a metrics key; no API key is required");
+  }
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

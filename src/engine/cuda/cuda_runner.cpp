@@ -171,9 +171,14 @@ void CudaRunner::reserve_kv_cache(int max_blocks, int block_size) {
   set_up_kv_cache(max_blocks, block_size, true);
 }
 
-int CudaRunner::back_kv_blocks(int blocks) { return kv_.back(blocks, stream_); }
+int CudaRunner::back_kv_blocks(int blocks) {
+  // Called from the engine's thread: the driver's calls need the device's context current there.
+  GPUFRAC_CUDA_CHECK(cudaSetDevice(device_));
+  return kv_.back(blocks, stream_);
+}
 
 void CudaRunner::release_kv_blocks(int keep_blocks) {
+  GPUFRAC_CUDA_CHECK(cudaSetDevice(device_));
   // Steps in flight may still read blocks past keep_blocks that were freed after they started.
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   kv_.release(keep_blocks);

@@ -116,20 +116,20 @@ KvPoolMemory& KvPoolMemory::operator=(KvPoolMemory&& other) noexcept {
     segment_blocks_ = other.segment_blocks_;
     base_ = std::exchange(other.base_, 0);
     reserved_bytes_ = std::exchange(other.reserved_bytes_, 0);
-    chunks_ = std::move(other.chunks_);
-    other.chunks_.clear();
+    handles_ = std::move(other.handles_);
+    other.handles_.clear();
   }
   return *this;
 }
 
 int KvPoolMemory::backed_blocks() const {
   if (!elastic_) return blocks_;
-  return int(std::min<int64_t>(int64_t(chunks_.size()) * chunk_blocks_, blocks_));
+  return int(std::min<int64_t>(mapped_chunks() * chunk_blocks_, blocks_));
 }
 
 uint64_t KvPoolMemory::backed_bytes() const {
   if (!elastic_) return reserved_bytes_;
-  return uint64_t(chunks_.size()) * chunk_segment_bytes() * uint64_t(segments_);
+  return uint64_t(handles_.size()) * chunk_segment_bytes();
 }
 
 int KvPoolMemory::back(int blocks, cudaStream_t stream) {
@@ -140,61 +140,60 @@ int KvPoolMemory::back(int blocks, cudaStream_t stream) {
   const uint64_t run = chunk_segment_bytes();
   const uint64_t segment_stride = uint64_t(segment_blocks_) * segment_block_bytes_;
   CUmemAllocationProp prop = device_memory_prop(device_);
-  while (int64_t(chunks_.size()) < wanted_chunks) {
-    CUmemGenericAllocationHandle handle = 0;
-    CUresult status = vmm.create(&handle, run * uint64_t(segments_), &prop, 0);
-    if (status == CUDA_ERROR_OUT_OF_MEMORY) break;  // the device or the cap refused: wait
-    check_driver(status, "cuMemCreate");
-    const uint64_t offset = uint64_t(chunks_.size()) * run;
-    int mapped = 0;
-    for (; mapped < segments_; ++mapped) {
-      CUdeviceptr at = base_ + uint64_t(mapped) * segment_stride + offset;
-      if (vmm.map(at, run, uint64_t(mapped) * run, handle, 0) != CUDA_SUCCESS) break;
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  while (mapped_chunks() < wanted_chunks) {
+    // One allocation per segment (cuMemMap maps a handle whole, from offset 0).
+    const uint64_t offset = uint64_t(mapped_chunks()) * run;
+    const size_t first = handles_.size();
+    CUresult status = CUDA_SUCCESS;
+    for (int s = 0; s < segments_ && status == CUDA_SUCCESS; ++s) {
+      CUmemGenericAllocationHandle handle = 0;
+      status = vmm.create(&handle, run, &prop, 0);
+      if (status != CUDA_SUCCESS) break;
+      const CUdeviceptr at = base_ + uint64_t(s) * segment_stride + offset;
+      status = vmm.map(at, run, 0, handle, 0);
+      if (status == CUDA_SUCCESS) {
+        handles_.push_back(handle);
+        status = vmm.set_access(at, run, &access, 1);
+      } else {
+        vmm.release(handle);
+      }
     }
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device_;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    bool accessible = mapped == segments_;
-    for (int s = 0; accessible && s < segments_; ++s) {
-      accessible = vmm.set_access(base_ + uint64_t(s) * segment_stride + offset, run, &access,
-                                  1) == CUDA_SUCCESS;
+    if (status != CUDA_SUCCESS) {
+      while (handles_.size() > first) drop_last_segment();
+      if (status == CUDA_ERROR_OUT_OF_MEMORY) break;  // the device or the cap refused: wait
+      check_driver(status, "cuMemCreate/cuMemMap/cuMemSetAccess");
     }
-    if (!accessible) {
-      for (int s = 0; s < mapped; ++s) vmm.unmap(base_ + uint64_t(s) * segment_stride + offset, run);
-      vmm.release(handle);
-      throw RuntimeFailure("elastic KV: mapping chunk " + std::to_string(chunks_.size()) +
-                           " of the KV cache failed");
+    for (int s = 0; s < segments_; ++s) {
+      GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
+          reinterpret_cast<void*>(base_ + uint64_t(s) * segment_stride + offset), 0, run, stream));
     }
-    chunks_.push_back(handle);
-    GPUFRAC_CUDA_CHECK(cudaMemset2DAsync(reinterpret_cast<void*>(base_ + offset), segment_stride,
-                                         0, run, segments_, stream));
   }
   return backed_blocks();
 }
 
 void KvPoolMemory::release(int keep_blocks) {
   if (!elastic_) return;
-  const size_t keep_chunks =
-      size_t(kv_round_up_to_chunks(std::max(keep_blocks, 0), chunk_blocks_) / chunk_blocks_);
-  while (chunks_.size() > keep_chunks) {
-    check_driver(drop_last_chunk(), "cuMemUnmap/cuMemRelease");
+  const int64_t keep_chunks =
+      kv_round_up_to_chunks(std::max(keep_blocks, 0), chunk_blocks_) / chunk_blocks_;
+  while (mapped_chunks() > keep_chunks) {
+    for (int s = 0; s < segments_; ++s) check_driver(drop_last_segment(), "cuMemUnmap/cuMemRelease");
   }
 }
 
-CUresult KvPoolMemory::drop_last_chunk() {
+CUresult KvPoolMemory::drop_last_segment() {
   const DriverVmm& vmm = driver_vmm();
   const uint64_t run = chunk_segment_bytes();
   const uint64_t segment_stride = uint64_t(segment_blocks_) * segment_block_bytes_;
-  const uint64_t offset = uint64_t(chunks_.size() - 1) * run;
-  CUresult status = CUDA_SUCCESS;
-  for (int s = 0; s < segments_; ++s) {
-    CUresult unmapped = vmm.unmap(base_ + uint64_t(s) * segment_stride + offset, run);
-    if (status == CUDA_SUCCESS) status = unmapped;
-  }
-  CUresult released = vmm.release(chunks_.back());
-  chunks_.pop_back();
-  return status == CUDA_SUCCESS ? released : status;
+  const size_t index = handles_.size() - 1;
+  const uint64_t chunk = index / size_t(segments_), segment = index % size_t(segments_);
+  CUresult unmapped = vmm.unmap(base_ + segment * segment_stride + chunk * run, run);
+  CUresult released = vmm.release(handles_.back());
+  handles_.pop_back();
+  return unmapped == CUDA_SUCCESS ? released : unmapped;
 }
 
 void KvPoolMemory::free_all() {
@@ -203,11 +202,11 @@ void KvPoolMemory::free_all() {
     release_cuda_memory(CudaMemoryKind::kDevice, reinterpret_cast<void*>(base_));
   } else {
     cudaDeviceSynchronize();  // nothing may still use the range
-    while (!chunks_.empty()) drop_last_chunk();
+    while (!handles_.empty()) drop_last_segment();
     driver_vmm().address_free(base_, reserved_bytes_);
   }
   base_ = 0;
-  chunks_.clear();
+  handles_.clear();
 }
 
 }  // namespace gpufrac::engine

@@ -3,8 +3,9 @@
 //
 // Whole pools are one cudaMalloc, zeroed. Elastic pools (runner.h, "Elastic KV") reserve the
 // address range only (cuMemAddressReserve) and back it in chunks of chunk_blocks() blocks: a
-// chunk is one physical allocation (cuMemCreate, so the driver's MPS limit and the memcap shim
-// count it) mapped at the same run of blocks in every segment, zeroed when mapped. back() maps
+// chunk is the same run of blocks in every segment, one physical allocation per segment
+// (cuMemCreate, so the driver's MPS limit and the memcap shim count it; cuMemMap maps a handle
+// whole), zeroed when mapped; a chunk is mapped whole or not at all. back() maps
 // chunks in order until the asked-for blocks are backed or the device refuses memory (not an
 // error: it returns what is backed); release() unmaps and frees the chunks past a block, and the
 // caller must make sure no GPU work still uses them. Any other driver failure throws
@@ -45,8 +46,9 @@ class KvPoolMemory {
 
  private:
   void free_all();
-  // Unmaps and frees the last chunk; the first failing driver status (CUDA_SUCCESS if none).
-  CUresult drop_last_chunk();
+  // Unmaps and frees the last mapped segment run; the first failing driver status.
+  CUresult drop_last_segment();
+  int64_t mapped_chunks() const { return int64_t(handles_.size()) / segments_; }
   uint64_t chunk_segment_bytes() const { return uint64_t(chunk_blocks_) * segment_block_bytes_; }
 
   bool elastic_ = false;
@@ -58,7 +60,8 @@ class KvPoolMemory {
   int64_t segment_blocks_ = 0;
   CUdeviceptr base_ = 0;
   uint64_t reserved_bytes_ = 0;                       // elastic: the address range's size
-  std::vector<CUmemGenericAllocationHandle> chunks_;  // elastic: the mapped chunks, in order
+  // Elastic: one handle per segment of every mapped chunk, chunk by chunk, segment by segment.
+  std::vector<CUmemGenericAllocationHandle> handles_;
 };
 
 }  // namespace gpufrac::engine
