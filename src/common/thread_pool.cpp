@@ -64,7 +64,9 @@ void ThreadPool::parallel_for(int64_t count, int64_t grain,
   if (count <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (workers_.empty() || count <= grain) {
-    body(0, count);
+    // Still a grain at a time: callers size grains to stay in cache (a tile of converted weights).
+    for (int64_t begin = 0; begin < count; begin += grain)
+      body(begin, std::min(count, begin + grain));
     return;
   }
   {

@@ -3,7 +3,8 @@
 // and returns when all are done.
 //
 // Contract: one parallel_for() at a time (not reentrant, not for concurrent callers). An
-// exception thrown by `body` is rethrown in the caller after every task has finished. The
+// exception thrown by `body` is rethrown in the caller after every task has finished (with no
+// workers, or a count within one grain, at once: the caller runs the tasks in order). The
 // partition never changes results: callers write disjoint outputs per item.
 #pragma once
 

@@ -17,6 +17,11 @@ std::unique_ptr<ModelRunner> create_model_runner(const RunnerOptions& options) {
   if (options.threads < 0) throw UsageError("--threads must be 0 (all CPUs) or positive");
 #ifdef GPUFRAC_HAVE_CUDA
   if (options.device == "cuda" || (options.device == "auto" && cuda_device_usable())) {
+    if (!options.cpu_turn_lock.empty()) {
+      throw UsageError(
+          "--cpu-turn-lock takes turns on the CPU's cores: use it with --device cpu "
+          "(a GPU time-slices processes itself)");
+    }
     return make_cuda_runner(options);
   }
 #else
@@ -28,7 +33,7 @@ std::unique_ptr<ModelRunner> create_model_runner(const RunnerOptions& options) {
   ModelWeights weights = load_model_weights(options.model, options.seed, options.threads);
   log_info("model ", weights.config.name, ": ", weights.config.num_layers, " layers, ",
            weights.total_bytes(), " bytes of weights, on the CPU");
-  return make_cpu_runner(std::move(weights), options.threads);
+  return make_cpu_runner(std::move(weights), options.threads, options.cpu_turn_lock);
 }
 
 }  // namespace gpufrac::engine

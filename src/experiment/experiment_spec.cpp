@@ -30,13 +30,14 @@ cost: {price_per_node_hour: 1.0, gpus_per_node: 8, models: 16}
 output: experiment-results/gpu-qwen3-4b
 )";
 
-// Without a GPU: the tiny preset on the CPU cores, a short sweep (a few minutes on 2 cores).
+// Without a GPU: the tiny preset on the CPU cores, a short sweep (about a minute on 2 cores); 32
+// requests per point, so that a point outlasts the bursts of other work on a small machine.
 constexpr const char* kCpuDefault = R"(name: cpu-tiny
 model: tiny
 device: cpu
 gpus: 1
 engine_args: {max-num-seqs: 16, max-model-len: 512}
-workload: {isl: 128, osl: 32, requests: 12, warmup: 2}
+workload: {isl: 128, osl: 32, requests: 32, warmup: 4}
 runs:
   - {arm: dedicated, models_per_gpu: 1, concurrency: [1, 2, 4]}
   - {arm: timeslice, models_per_gpu: 2, concurrency: [1, 2]}

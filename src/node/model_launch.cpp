@@ -76,6 +76,10 @@ std::string expand_placeholders(const std::string& command,
   return out;
 }
 
+std::string cpu_turn_lock_path(const std::string& run_dir) {
+  return run_dir + "/cpu-turns.lock";
+}
+
 std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac_binary) {
   if (!spec.memcap_library.empty()) {
     if (!std::filesystem::exists(spec.memcap_library)) {
@@ -182,6 +186,11 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
                                     [](const auto& arg) { return arg.first == "memory-budget"; });
     if (instance.elastic_memory && !budget_given) {
       plan.argv.insert(plan.argv.end(), {"--memory-budget", "elastic"});
+    }
+    bool own_lock = std::any_of(model.engine_args.begin(), model.engine_args.end(),
+                                [](const auto& arg) { return arg.first == "cpu-turn-lock"; });
+    if (device.is_cpu() && instance.mode == SharingMode::kTimeslice && !own_lock) {
+      plan.argv.insert(plan.argv.end(), {"--cpu-turn-lock", cpu_turn_lock_path(context.run_dir)});
     }
   } else {
     std::vector<std::pair<std::string, std::string>> values = {

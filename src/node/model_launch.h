@@ -16,7 +16,10 @@
 //   both of those     CUDA_MPS_PIPE_DIRECTORY=<run_dir>/mps/none (empty), so that the engine
 //                     never joins a daemon on CUDA's default /tmp/nvidia-mps
 //   CPU               CUDA_VISIBLE_DEVICES="" ; fractions: sched_setaffinity to its cores and
-//                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap
+//                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap;
+//                     timeslice, builtin: --cpu-turn-lock RUN_DIR/cpu-turns.lock (unless its
+//                     engine_args name one), so its steps take turns on all cores with the
+//                     others' (engine/cpu/cpu_turn_lock.h), as processes on a GPU without MPS
 //   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES (the
 //                     cap or ceiling), GPUFRAC_NODE_SM_PERCENT (so any engine can read its
 //                     limits; elastic memory adds GPUFRAC_NODE_MEMORY_FLOOR_BYTES), then the
@@ -80,6 +83,9 @@ struct LaunchPlan {
 
 LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
                        const PlacedInstance& instance, int port, const LaunchContext& context);
+
+// The file the built-in engines of a timeslice CPU node take turns on: RUN_DIR/cpu-turns.lock.
+std::string cpu_turn_lock_path(const std::string& run_dir);
 
 // The memcap shim: the spec's memcap_library, else libgpufrac_memcap.so beside `gpufrac_binary`;
 // empty when there is none. Throws UsageError naming memcap_library when the spec names a

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/run_label.h"
+#include "report/fractions_trail_note.h"
 
 namespace gpufrac {
 namespace {
@@ -138,6 +139,14 @@ std::vector<Table> throughput_tables(const ResultSet& set) {
       t.rows.push_back(std::move(cells));
     }
     t.footnote = rows.unmatched;
+    for (const ArmGroup* f : rows.shared) {
+      if (f->arm != "fractions") continue;
+      for (const ArmGroup* ts : rows.shared) {
+        if (ts->arm != "timeslice" || ts->gpus != f->gpus) continue;
+        std::string why = fractions_trail_note(base, *ts, *f, rows.requests_per_gpu);
+        if (!why.empty()) t.footnote += (t.footnote.empty() ? "" : "\n\n") + why;
+      }
+    }
     tables.push_back(std::move(t));
   }
   return tables;

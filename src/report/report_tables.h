@@ -4,7 +4,8 @@
 // - throughput and latency: one table each per models-per-GPU value m of the shared arms. A row
 //   per requests-resident-per-GPU value R at which the dedicated arm and at least one shared arm
 //   were measured: shared at c = R/m vs dedicated at R (m x c). A shared arm without a point at R
-//   prints "—"; points with no partner are named in the footnote.
+//   prints "—"; points with no partner are named in the footnote, and where fractions trail
+//   timeslice the throughput table's footnote says why (fractions_trail_note.h).
 // - cost: serving N models at equal concurrency per model (CostModel), a row per concurrency any
 //   arm was measured at; change = shared $/1M / dedicated $/1M - 1.
 // - appendix: each run's total tok/s at equal concurrency per model, a row per concurrency.

@@ -36,10 +36,14 @@ const ModelWeights& weights_of(const std::string& preset) {
   return it->second;
 }
 
-// One decode step of `batch` sequences, each with `context` tokens already in the cache.
+// One decode step of `batch` sequences, each with `context` tokens already in the cache, on
+// `threads` threads (0: every usable CPU). Batch 1 and 2 on 1 and 2 threads are the steps of a
+// CPU experiment's arms at 2 requests per core pair: a model on one core (fractions), alone on
+// both (timeslice, dedicated c=1) and two sequences on both (dedicated c=2).
 void decode_step(benchmark::State& state, const std::string& preset) {
   int batch_size = int(state.range(0)), context = int(state.range(1)), block_size = 16;
-  std::unique_ptr<ModelRunner> runner = make_cpu_runner(weights_of(preset), 0);
+  int threads = int(state.range(2));
+  std::unique_ptr<ModelRunner> runner = make_cpu_runner(weights_of(preset), threads);
   int blocks_per_sequence = (context + 1 + block_size - 1) / block_size;
   runner->allocate_kv_cache(batch_size * blocks_per_sequence, block_size);
   std::vector<std::vector<int32_t>> tables(batch_size), prompts(batch_size);
@@ -62,11 +66,22 @@ void decode_step(benchmark::State& state, const std::string& preset) {
 }
 
 void BM_TinyDecodeStep(benchmark::State& state) { decode_step(state, "tiny"); }
-BENCHMARK(BM_TinyDecodeStep)->Args({1, 128})->Args({16, 128})->Args({64, 512})
+// Wall time per step (items/s = sequences' tokens per second), CPU time of all threads.
+BENCHMARK(BM_TinyDecodeStep)
+    ->ArgNames({"batch", "context", "threads"})
+    ->ArgsProduct({{1, 2}, {128}, {1, 2}})
+    ->Args({16, 128, 0})
+    ->Args({64, 512, 0})
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_Qwen3_0_6bDecodeStep(benchmark::State& state) { decode_step(state, "qwen3-0.6b"); }
-BENCHMARK(BM_Qwen3_0_6bDecodeStep)->Args({1, 64})->Args({8, 64})->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_Qwen3_0_6bDecodeStep)
+    ->ArgNames({"batch", "context", "threads"})
+    ->Args({1, 64, 0})
+    ->Args({8, 64, 0})
+    ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
 void BM_TinyPrefill(benchmark::State& state) {

@@ -3,6 +3,7 @@ gpufrac_test(engine_model_test LABEL unit
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu_runner_test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu_turn_lock_test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/host_memory_test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/sampler_test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/model_safetensors_test.cpp

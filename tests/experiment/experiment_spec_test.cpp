@@ -54,7 +54,7 @@ TEST(ExperimentSpec, EmbeddedDefaultsParse) {
   ExperimentSpec cpu = parse_experiment_spec(default_experiment_yaml(false), "embedded:cpu");
   EXPECT_EQ(cpu.model, "tiny");
   EXPECT_EQ(cpu.device, "cpu");
-  EXPECT_EQ(cpu.requests, 12);
+  EXPECT_EQ(cpu.requests, 32);
 }
 
 TEST(ExperimentSpec, MinimalSpecGetsDefaults) {

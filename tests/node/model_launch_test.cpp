@@ -31,14 +31,14 @@ PlacementDevice gpu(SharingMode mode) {
   return d;
 }
 
-PlacementDevice cpu_device() {
+PlacementDevice cpu_device(SharingMode mode, int cores = 2) {
   PlacementDevice cpu;
   cpu.id = "cpu";
   cpu.name = "CPU";
   cpu.memory_bytes = 16 * kGiB;
-  cpu.cpus = {0, 1, 2, 3};
-  cpu.sm_count = 4;
-  cpu.mode = SharingMode::kFractions;
+  for (int core = 0; core < cores; ++core) cpu.cpus.push_back(core);
+  cpu.sm_count = cores;
+  cpu.mode = mode;
   return cpu;
 }
 
@@ -155,7 +155,8 @@ TEST(ModelLaunch, TheEngineKeyIsInTheEnvironmentAndClientKeysAreNot) {
 }
 
 TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
-  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu_device());
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]",
+                      cpu_device(SharingMode::kFractions, 4));
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.cpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB - (uint64_t(512) << 20));
@@ -224,11 +225,51 @@ models:
 TEST(ModelLaunch, ElasticMemoryOnTheCpuIsLimitedByItsCeiling) {
   Fixture f = fixture(
       "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 1G, max: 4G}}}]",
-      cpu_device());
+      cpu_device(SharingMode::kFractions));
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB);
   EXPECT_EQ(plan.argv.back(), "elastic");
   EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes), "<unset>");
+}
+
+bool has_flag(const LaunchPlan& plan, const std::string& flag, const std::string& value) {
+  auto it = std::find(plan.argv.begin(), plan.argv.end(), flag);
+  return it != plan.argv.end() && it + 1 != plan.argv.end() && it[1] == value;
+}
+
+int flag_count(const LaunchPlan& plan, const std::string& flag) {
+  return int(std::count(plan.argv.begin(), plan.argv.end(), flag));
+}
+
+TEST(ModelLaunch, CpuTimesliceTakesTurnsOnOneLockFile) {
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {memory: 0.25}}, "
+                      "{name: b, model: tiny, fraction: {memory: 0.25}}]",
+                      cpu_device(SharingMode::kTimeslice));
+  for (const PlacedInstance& instance : f.placement.instances) {
+    LaunchPlan plan = plan_launch(f.spec, f.placement, instance, 9001, f.context);
+    EXPECT_TRUE(has_flag(plan, "--cpu-turn-lock", "/run/n/cpu-turns.lock"));
+    EXPECT_TRUE(plan.cpus.empty());  // every model may use every core, one step at a time
+  }
+}
+
+TEST(ModelLaunch, OnlyCpuTimesliceTakesTurns) {
+  Fixture fractions = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]",
+                              cpu_device(SharingMode::kFractions));
+  EXPECT_EQ(flag_count(fractions.plan(), "--cpu-turn-lock"), 0);
+  Fixture dedicated = fixture("models: [{name: a, model: tiny}]", cpu_device(SharingMode::kDedicated));
+  EXPECT_EQ(flag_count(dedicated.plan(), "--cpu-turn-lock"), 0);
+  Fixture gpu_timeslice = fixture("models: [{name: a, model: tiny, fraction: {memory: 0.25}}]",
+                                  gpu(SharingMode::kTimeslice));
+  EXPECT_EQ(flag_count(gpu_timeslice.plan(), "--cpu-turn-lock"), 0);
+}
+
+TEST(ModelLaunch, CpuTimesliceKeepsATurnLockOfEngineArgs) {
+  Fixture f = fixture("models: [{name: a, model: tiny, engine_args: {cpu-turn-lock: /tmp/mine}, "
+                      "fraction: {memory: 0.25}}]",
+                      cpu_device(SharingMode::kTimeslice));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(flag_count(plan, "--cpu-turn-lock"), 1);
+  EXPECT_TRUE(has_flag(plan, "--cpu-turn-lock", "/tmp/mine"));
 }
 
 TEST(ModelLaunch, CommandPlaceholders) {

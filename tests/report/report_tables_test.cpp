@@ -92,6 +92,49 @@ TEST(Matching, WithoutADedicatedArmThereIsNothingToMatch) {
   EXPECT_EQ(formatted_row(cost, 0), (std::vector<std::string>{"1", "1200", "0.2315"}));
 }
 
+// A CPU-like result: a model alone on the device at c=1 makes 100 tok/s; on half of it, 40.
+std::vector<RunPoint> fractions_trail_at_c1() {
+  return {point("dedicated", 1, 1, 100, 1), point("dedicated", 1, 2, 180, 1),
+          point("dedicated", 1, 4, 250, 1), point("timeslice", 2, 1, 110, 1),
+          point("timeslice", 2, 2, 200, 1), point("fractions", 2, 1, 80, 1),
+          point("fractions", 2, 2, 210, 1)};
+}
+
+TEST(FractionsTrailNote, NamesTheTrailingRowsWithWhatAShareKept) {
+  const Table t = throughput_tables(group_run_points(fractions_trail_at_c1(), {})).at(0);
+  size_t at = t.footnote.find("Why fractions trail timeslice at 2 req/GPU:");
+  ASSERT_NE(at, std::string::npos) << t.footnote;
+  std::string why = t.footnote.substr(at);
+  EXPECT_EQ(why.find('\n'), std::string::npos) << "one line";
+  // E = 80 / 2 / 100; 2 x E; S = 110 / 100. Row 4 req/GPU (210 > 200) is not named.
+  EXPECT_NE(why.find("a model made 40% of its tok/s alone"), std::string::npos) << why;
+  EXPECT_NE(why.find("2 on shares made 80% of one alone, and 2 taking turns 110%"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("4 req/GPU"), std::string::npos) << why;
+  // The footnote keeps what it said before: dedicated c1 has no partner.
+  EXPECT_NE(t.footnote.find("dedicated c1 (1 req/GPU)"), std::string::npos) << t.footnote;
+}
+
+TEST(FractionsTrailNote, NothingWhereFractionsLeadEveryRow) {
+  std::vector<RunPoint> points = fractions_trail_at_c1();
+  points[5].output_tok_s = 120;  // fractions c1 now beat timeslice c1 (110)
+  const Table t = throughput_tables(group_run_points(points, {})).at(0);
+  EXPECT_EQ(t.footnote.find("Why"), std::string::npos) << t.footnote;
+  EXPECT_EQ(t.footnote.find("trail"), std::string::npos) << t.footnote;
+}
+
+TEST(FractionsTrailNote, ARowWithoutDedicatedAtTheSameCIsNamedWithoutNumbers) {
+  std::vector<RunPoint> points = fractions_trail_at_c1();
+  points.erase(points.begin());  // dedicated c1: row 2 req/GPU still matches dedicated c2
+  const Table t = throughput_tables(group_run_points(points, {})).at(0);
+  EXPECT_NE(t.footnote.find("fractions trail timeslice at 2 req/GPU, where dedicated has no point "
+                            "at the same c per model to say why."),
+            std::string::npos)
+      << t.footnote;
+  EXPECT_EQ(t.footnote.find("Why"), std::string::npos) << t.footnote;
+}
+
 TEST(Grouping, TwoPointsAtOneConcurrencyAreAUsageErrorNamingBoth) {
   RunPoint a = point("fractions", 2, 4, 100), b = point("fractions", 2, 4, 110);
   a.path = "run1/summary.json";

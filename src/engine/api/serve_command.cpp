@@ -96,6 +96,10 @@ CliArgs serve_args() {
               "seed of the preset weights and of sampling for requests that bring no seed", "0")
       .option("threads", "N", "CPU threads for the CPU runner and loading; 0 = every usable CPU",
               "0")
+      .option("cpu-turn-lock", "FILE",
+              "CPU runner: hold an exclusive lock (flock) on FILE for each step, so the engines "
+              "given the same FILE compute one at a time on all cores, as processes time-slice a "
+              "GPU without MPS (a node's timeslice mode on the CPU sets it)")
       .section("Example",
                R"(  scripts/install-deps   # once: fetches the Qwen3 tokenizer the presets speak
   gpufrac serve --model tiny --device cpu --port 8000 --max-model-len 2048 \
@@ -202,6 +206,7 @@ int serve_command(int argc, char** argv) {
   runner_options.device = args.get("device");
   runner_options.seed = static_cast<uint64_t>(parse_int(args.get("seed"), "--seed"));
   runner_options.threads = static_cast<int>(parse_int(args.get("threads"), "--threads"));
+  if (args.has("cpu-turn-lock")) runner_options.cpu_turn_lock = args.get("cpu-turn-lock");
   int port = static_cast<int>(parse_int(args.get("port"), "--port"));
   if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
 

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_turn_lock.h"
 #include "engine/cpu/host_memory.h"
 #include "engine/model/kv_chunks.h"
 #include "engine/model/sampler.h"
@@ -39,8 +40,8 @@ using KvMapping = std::unique_ptr<float[], KvUnmap>;
 
 class CpuModelRunner final : public SynchronousRunner {
  public:
-  CpuModelRunner(ModelWeights weights, int threads)
-      : weights_(std::move(weights)), pool_(threads) {
+  CpuModelRunner(ModelWeights weights, int threads, const std::string& turn_lock_path)
+      : weights_(std::move(weights)), pool_(threads), turn_lock_(turn_lock_path) {
     const ModelConfig& c = weights_.config;
     inv_freq_ = rope_inverse_frequencies(c);
     final_norm_ = to_f32(weights_.final_norm);
@@ -52,7 +53,8 @@ class CpuModelRunner final : public SynchronousRunner {
 
   const ModelConfig& config() const override { return weights_.config; }
   std::string device_name() const override {
-    return "cpu (" + std::to_string(pool_.size()) + " threads)";
+    std::string turns = turn_lock_.path().empty() ? "" : ", taking turns on " + turn_lock_.path();
+    return "cpu (" + std::to_string(pool_.size()) + " threads" + turns + ")";
   }
   uint64_t available_memory_bytes() const override { return host_available_memory_bytes(); }
 
@@ -132,6 +134,7 @@ class CpuModelRunner final : public SynchronousRunner {
 
   ModelWeights weights_;
   ThreadPool pool_;
+  CpuTurnLock turn_lock_;
   std::vector<double> inv_freq_;
   std::vector<float> final_norm_;
   std::vector<LayerSmallWeights> small_;
@@ -269,6 +272,7 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
   result.next_tokens.clear();
   result.logits.clear();
   if (batch.sequences.empty()) return;
+  CpuTurnLock::Turn turn = turn_lock_.take();
   const ModelConfig& c = weights_.config;
   batch_ = &batch;
   plan_rows(batch);
@@ -360,8 +364,9 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
 
 }  // namespace
 
-std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads) {
-  return std::make_unique<CpuModelRunner>(std::move(weights), threads);
+std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads,
+                                             const std::string& turn_lock_path) {
+  return std::make_unique<CpuModelRunner>(std::move(weights), threads, turn_lock_path);
 }
 
 }  // namespace gpufrac::engine

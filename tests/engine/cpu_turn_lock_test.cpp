@@ -1,0 +1,108 @@
+// The CPU turn lock: a turn excludes every other holder of the file (another open of it, as
+// another engine process would have), ends when the Turn goes, and a CPU runner given the file
+// computes its steps only while it holds a turn.
+#include "engine/cpu/cpu_turn_lock.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/error.h"
+#include "engine/cpu/cpu_runner.h"
+#include "engine/model/presets.h"
+#include "model_test_util.h"
+
+namespace gpufrac::engine {
+namespace {
+
+using test_util::ScratchDir;
+
+// Another engine's view of the lock file: its own open file description.
+class OtherHolder {
+ public:
+  explicit OtherHolder(const std::string& path) : fd_(::open(path.c_str(), O_RDWR)) {}
+  ~OtherHolder() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool opened() const { return fd_ >= 0; }
+  bool try_lock() { return ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
+  void unlock() { ::flock(fd_, LOCK_UN); }
+
+ private:
+  int fd_;
+};
+
+TEST(CpuTurnLock, ATurnExcludesOtherHoldersUntilItEnds) {
+  ScratchDir dir("turn-lock");
+  CpuTurnLock lock(dir.file("turns.lock"));
+  OtherHolder other(dir.file("turns.lock"));  // the lock created the file
+  ASSERT_TRUE(other.opened());
+  {
+    CpuTurnLock::Turn turn = lock.take();
+    EXPECT_FALSE(other.try_lock());
+  }
+  EXPECT_TRUE(other.try_lock());
+  other.unlock();
+  {
+    CpuTurnLock::Turn turn = lock.take();  // a second turn, after the first ended
+    EXPECT_FALSE(other.try_lock());
+  }
+}
+
+TEST(CpuTurnLock, WithoutAPathTakesNoTurns) {
+  CpuTurnLock lock("");
+  EXPECT_NO_THROW({ CpuTurnLock::Turn turn = lock.take(); });  // no file to lock
+  static const ModelWeights weights = generate_random_weights(*find_preset("tiny"), 7, 1);
+  EXPECT_EQ(make_cpu_runner(weights, 1)->device_name(), "cpu (1 threads)");
+}
+
+TEST(CpuTurnLock, AnUnopenablePathNamesTheFlag) {
+  try {
+    CpuTurnLock lock("/nonexistent-directory-of-gpufrac/turns.lock");
+    FAIL() << "opened a file in a missing directory";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cpu-turn-lock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-directory-of-gpufrac"), std::string::npos);
+  }
+}
+
+TEST(CpuTurnLock, TheCpuRunnerComputesOnlyDuringItsTurn) {
+  ScratchDir dir("turn-lock-runner");
+  std::string path = dir.file("turns.lock");
+  static const ModelWeights weights = generate_random_weights(*find_preset("tiny"), 7, 1);
+  std::unique_ptr<ModelRunner> runner = make_cpu_runner(weights, 1, path);
+  EXPECT_NE(runner->device_name().find(path), std::string::npos) << runner->device_name();
+  runner->allocate_kv_cache(4, 16);
+  const std::vector<int32_t> tokens = {11, 22, 33}, table = {0};
+  StepBatch batch;
+  SequenceWork work;
+  work.tokens = tokens;
+  work.block_table = table;
+  work.sample = true;
+  batch.sequences.push_back(work);
+
+  OtherHolder other(path);
+  ASSERT_TRUE(other.opened());
+  ASSERT_TRUE(other.try_lock());  // another engine is computing
+  std::atomic<bool> done = false;
+  StepResult result;
+  std::thread step([&] {
+    runner->forward(batch, result);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(done) << "the step ran while another holder had the turn";
+  other.unlock();
+  step.join();
+  EXPECT_TRUE(done);
+  ASSERT_EQ(result.next_tokens.size(), 1u);
+  EXPECT_TRUE(other.try_lock()) << "the runner kept its turn after the step";
+}
+
+}  // namespace
+}  // namespace gpufrac::engine
