@@ -20,6 +20,10 @@ Object pod_annotations(const NodeSpec& spec, const ModelObject& model) {
   Object annotations = {{"gpufrac/model", m.name}};
   if (spec.mode == SharingMode::kDedicated) return annotations;
   std::string field = spec.source + ": " + field_of(model) + ".fraction.memory";
+  if (m.fraction.elastic_memory()) {
+    throw UsageError(field + ": {min, max} is elastic memory, which gpufrac up shares on a GPU; " +
+                     "KAI gives each pod a fixed part: use a share like 0.25 or bytes like 20G");
+  }
   if (m.fraction.memory_share) {
     if (*m.fraction.memory_share >= 1) {
       throw UsageError(field + ": a share of 1 is the whole GPU, which KAI gives only as " +

@@ -1,8 +1,10 @@
 // Interposed memory reports: cuMemGetInfo and cuDeviceTotalMem (both variants) and NVML's
 // nvmlDeviceGetMemoryInfo(_v2) say what the process may use: total = the cap (or the device, if
 // smaller), free = cap minus what the tenant holds (or the device's free memory, if smaller),
-// never below zero. Without a cap they report the driver's numbers untouched. cuInit is
-// interposed to refuse CUDA early, with the reason on stderr, when the cap cannot be enforced.
+// never below zero (a pooled device: free is also at most what its pool lets the tenant grow by).
+// Without a cap they report the driver's numbers untouched. cuInit is interposed to refuse CUDA
+// early, with the reason on stderr, when the cap cannot be enforced, and to join the pools of
+// pooled devices (refusing CUDA when the floors no longer fit).
 //
 // NVML numbers devices by itself, CUDA by CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER. Once this
 // process has initialized CUDA, an NVML device is matched to its CUDA ordinal by UUID. Before
@@ -30,13 +32,6 @@ constexpr int kCachedNvmlDevices = 64;
 constinit std::atomic<nvmlDevice_t> g_nvml_handles[kCachedNvmlDevices] = {};
 constinit std::atomic<int> g_nvml_ordinals[kCachedNvmlDevices] = {};  // ordinal + 1; 0 = unknown
 constinit std::atomic<pid_t> g_cuda_initialized_by{0};  // the pid whose cuInit succeeded
-
-void format_uuid(const CUuuid& uuid, char* out, size_t size) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
-}
 
 int cuda_ordinal_by_uuid(const char* nvml_uuid) {
   const char* hex = strchr(nvml_uuid, '-');  // "GPU-..." or "MIG-..."
@@ -172,8 +167,9 @@ CUresult cuInit(unsigned int flags) {
     if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
   }
   CUresult result = real(flags);
-  if (result == CUDA_SUCCESS) g_cuda_initialized_by.store(getpid());
-  return result;
+  if (result != CUDA_SUCCESS) return result;
+  g_cuda_initialized_by.store(getpid());
+  return cap_requested() ? join_pools() : result;
 }
 
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {

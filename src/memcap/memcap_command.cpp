@@ -23,9 +23,11 @@ constexpr const char* kLibraryName = "libgpufrac_memcap.so";
 
 // The shim's messages name its variables; here the user typed flags.
 std::string in_flag_terms(std::string message) {
-  const std::pair<const char*, const char*> names[] = {{memcap::kEnvBytes, "--bytes"},
-                                                       {memcap::kEnvTenant, "--tenant"},
-                                                       {memcap::kEnvStateDir, "--state-dir"}};
+  // Longest names first: GPUFRAC_MEMCAP_POOL is a prefix of GPUFRAC_MEMCAP_POOL_BYTES.
+  const std::pair<const char*, const char*> names[] = {
+      {memcap::kEnvPoolBytes, "--pool-bytes"}, {memcap::kEnvFloorBytes, "--floor"},
+      {memcap::kEnvBytes, "--bytes"},          {memcap::kEnvTenant, "--tenant"},
+      {memcap::kEnvStateDir, "--state-dir"},   {memcap::kEnvPool, "--pool"}};
   for (const auto& [env, flag] : names) {
     for (size_t at = message.find(env); at != std::string::npos; at = message.find(env, at)) {
       message.replace(at, strlen(env), flag);
@@ -92,6 +94,15 @@ int memcap_command(int argc, char** argv) {
       .option("tenant", "NAME",
               "Processes with the same tenant (and state dir) share one cap, wherever they were "
               "started from. [default: memcap-PID, a cap of this run's own]")
+      .option("floor", "SIZE",
+              "Elastic memory: the tenant's floor in its GPU's pool (with --pool-bytes; --bytes "
+              "is then its ceiling). No other tenant of the pool can take it. [default: 0]")
+      .option("pool-bytes", "SIZE",
+              "Elastic memory: the bytes that all pooled tenants of a GPU hold together, each "
+              "counted as max(use, floor); give every tenant of a pool the same size.")
+      .option("pool", "NAME",
+              "The pool's name: tenants share a pool only on the same GPU, state dir and name. "
+              "[default: gpu]")
       .option("state-dir", "DIR", "Where the tenants' shared ledgers live.", default_dir)
       .option("library", "PATH",
               "The shim to preload. [default: libgpufrac_memcap.so beside the gpufrac binary, "
@@ -111,12 +122,18 @@ int memcap_command(int argc, char** argv) {
                "--tenant qwen3\n"
                "      shares the same 40 GiB.\n"
                "  eval \"$(gpufrac memcap --bytes 10G --tenant a --print-env)\"; ./my_cuda_app\n"
-               "      caps ./my_cuda_app (and anything else this shell starts) at 10 GiB.")
+               "      caps ./my_cuda_app (and anything else this shell starts) at 10 GiB.\n"
+               "  gpufrac memcap --bytes 40G --floor 9G --pool-bytes 70G --tenant a -- ./serve_a\n"
+               "      ./serve_a keeps 9 GiB for itself and grows up to 40 GiB while the other\n"
+               "      tenants of the GPU's 70 GiB pool (started the same way) leave room.")
       .section("Environment the shim reads (set by this command)",
                "  LD_PRELOAD                 the shim, first\n"
                "  GPUFRAC_MEMCAP_BYTES       --bytes\n"
                "  GPUFRAC_MEMCAP_TENANT      --tenant\n"
                "  GPUFRAC_MEMCAP_STATE_DIR   --state-dir\n"
+               "  GPUFRAC_MEMCAP_FLOOR_BYTES --floor\n"
+               "  GPUFRAC_MEMCAP_POOL_BYTES  --pool-bytes\n"
+               "  GPUFRAC_MEMCAP_POOL        --pool\n"
                "  GPUFRAC_MEMCAP_VERBOSE     1 with --verbose\n"
                "  An invalid value, or a state dir that cannot be used, makes the shim refuse "
                "CUDA\n  (with the reason on stderr) instead of running without the cap.")
@@ -131,11 +148,20 @@ int memcap_command(int argc, char** argv) {
   std::string tenant =
       args.given("tenant") ? args.get("tenant") : "memcap-" + std::to_string(getpid());
   std::string state_dir = args.get("state-dir");
+  const std::pair<const char*, const char*> pool_flags[] = {{"floor", memcap::kEnvFloorBytes},
+                                                            {"pool-bytes", memcap::kEnvPoolBytes},
+                                                            {"pool", memcap::kEnvPool}};
+  auto given_or_empty = [&](const char* flag) {
+    return args.given(flag) ? args.get(flag) : std::string();
+  };
   memcap::MemcapConfig config;
   char error[1024];
   if (bytes.empty() ||
       !memcap::parse_memcap_config(bytes.c_str(), tenant.c_str(), state_dir.c_str(), nullptr,
-                                   &config, error, sizeof error)) {
+                                   &config, error, sizeof error) ||
+      !memcap::parse_memcap_pool(given_or_empty("floor").c_str(),
+                                 given_or_empty("pool-bytes").c_str(),
+                                 given_or_empty("pool").c_str(), &config, error, sizeof error)) {
     throw UsageError(bytes.empty() ? "--bytes needs a size, e.g. --bytes 10G"
                                    : in_flag_terms(error));
   }
@@ -151,6 +177,9 @@ int memcap_command(int argc, char** argv) {
       {memcap::kEnvTenant, tenant},
       {memcap::kEnvStateDir, state_dir},
   };
+  for (const auto& [flag, env] : pool_flags) {
+    if (args.given(flag)) environment.emplace_back(env, args.get(flag));
+  }
   if (args.flag_set("verbose")) environment.emplace_back(memcap::kEnvVerbose, "1");
   if (print_env) {
     for (const auto& [name, value] : environment) {

@@ -36,25 +36,28 @@ bool parse_ordinal(const char* begin, const char* end, int* ordinal) {
   return true;
 }
 
-bool parse_caps(const char* text, MemcapConfig* config, char* error, size_t error_size) {
+// One size for every device ("10G"), or per device ordinal ("0=10G,1=20G"), from `variable`.
+bool parse_device_sizes(const char* variable, const char* text, bool listed[kMaxDevices],
+                        uint64_t bytes_of[kMaxDevices], bool* one_for_all, char* error,
+                        size_t error_size) {
   const char* end = text + strlen(text);
   const bool per_device = memchr(text, '=', size_t(end - text)) != nullptr;
-  config->one_cap_for_all = !per_device;
+  *one_for_all = !per_device;
   if (!per_device) {
     uint64_t bytes = 0;
     if (!parse_byte_size(text, size_t(end - text), &bytes)) {
       snprintf(error, error_size, "%s='%s' is not %s, nor a per-device list like 0=10G,1=20G",
-               kEnvBytes, text, kSizeHelp);
+               variable, text, kSizeHelp);
       return false;
     }
     if (bytes > kMaxCapBytes) {
       snprintf(error, error_size, "%s='%s' is larger than the 16 TiB the ledger can count",
-               kEnvBytes, text);
+               variable, text);
       return false;
     }
     for (int d = 0; d < kMaxDevices; ++d) {
-      config->device_capped[d] = true;
-      config->cap_bytes[d] = bytes;
+      listed[d] = true;
+      bytes_of[d] = bytes;
     }
     return true;
   }
@@ -67,22 +70,22 @@ bool parse_caps(const char* text, MemcapConfig* config, char* error, size_t erro
     uint64_t bytes = 0;
     if (!eq || !parse_ordinal(item, eq, &ordinal) || ordinal >= kMaxDevices) {
       snprintf(error, error_size,
-               "%s='%s': '%.*s' is not DEVICE=SIZE with DEVICE 0..%d (e.g. 0=10G,1=20G)", kEnvBytes,
+               "%s='%s': '%.*s' is not DEVICE=SIZE with DEVICE 0..%d (e.g. 0=10G,1=20G)", variable,
                text, int(item_end - item), item, kMaxDevices - 1);
       return false;
     }
     if (!parse_byte_size(eq + 1, size_t(item_end - eq - 1), &bytes) || bytes > kMaxCapBytes) {
-      snprintf(error, error_size, "%s='%s': '%.*s' for device %d is not %s (at most 16T)",
-               kEnvBytes, text, int(item_end - eq - 1), eq + 1, ordinal, kSizeHelp);
+      snprintf(error, error_size, "%s='%s': '%.*s' for device %d is not %s (at most 16T)", variable,
+               text, int(item_end - eq - 1), eq + 1, ordinal, kSizeHelp);
       return false;
     }
-    if (config->device_capped[ordinal]) {
-      snprintf(error, error_size, "%s='%s': device %d is listed twice; list it once", kEnvBytes,
+    if (listed[ordinal]) {
+      snprintf(error, error_size, "%s='%s': device %d is listed twice; list it once", variable,
                text, ordinal);
       return false;
     }
-    config->device_capped[ordinal] = true;
-    config->cap_bytes[ordinal] = bytes;
+    listed[ordinal] = true;
+    bytes_of[ordinal] = bytes;
     if (!comma) break;
     item = comma + 1;
   }
@@ -154,6 +157,17 @@ bool parse_byte_size(const char* text, size_t length, uint64_t* bytes) {
   return true;
 }
 
+void format_size(uint64_t bytes, char* out, size_t size) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  snprintf(out, size, unit == 0 ? "%.0f %s" : "%.2f %s", value, kUnits[unit]);
+}
+
 void default_state_dir(char* out, size_t size) {
   snprintf(out, size, "/dev/shm/gpufrac-memcap-%u", unsigned(getuid()));
 }
@@ -190,12 +204,97 @@ bool parse_memcap_config(const char* bytes, const char* tenant, const char* stat
   }
 
   if (!config->enabled) return true;
-  return parse_caps(bytes, config, error, error_size);
+  return parse_device_sizes(kEnvBytes, bytes, config->device_capped, config->cap_bytes,
+                            &config->one_cap_for_all, error, error_size);
+}
+
+bool parse_memcap_pool(const char* floor, const char* pool_bytes, const char* pool,
+                       MemcapConfig* config, char* error, size_t error_size) {
+  auto given = [](const char* value) { return value != nullptr && value[0] != '\0'; };
+  snprintf(config->pool, sizeof config->pool, "%s", kDefaultPool);
+  if (!given(floor) && !given(pool_bytes) && !given(pool)) return true;
+  config->enabled = true;  // a pool was asked for: refuse CUDA rather than run without it
+  if (!given(pool_bytes)) {
+    snprintf(error, error_size,
+             "%s is set but %s is not: give the bytes the device's pooled tenants share (e.g. "
+             "%s=80G)",
+             given(floor) ? kEnvFloorBytes : kEnvPool, kEnvPoolBytes, kEnvPoolBytes);
+    return false;
+  }
+  bool capped_somewhere = false;
+  for (int d = 0; d < kMaxDevices; ++d) capped_somewhere |= config->device_capped[d];
+  if (!capped_somewhere) {
+    snprintf(error, error_size,
+             "%s is set but %s is not: a pooled tenant needs a ceiling (e.g. %s=40G)",
+             kEnvPoolBytes, kEnvBytes, kEnvBytes);
+    return false;
+  }
+  if (given(pool)) {
+    if (!valid_tenant(pool)) {
+      snprintf(error, error_size,
+               "%s='%s' is not a pool name: use 1-%d letters, digits, '.', '_' or '-' (e.g. "
+               "node-a)",
+               kEnvPool, pool, kMaxTenantLength);
+      return false;
+    }
+    snprintf(config->pool, sizeof config->pool, "%s", pool);
+  }
+  bool pool_listed[kMaxDevices] = {};
+  bool pool_for_all = false;
+  if (!parse_device_sizes(kEnvPoolBytes, pool_bytes, pool_listed, config->pool_bytes, &pool_for_all,
+                          error, error_size)) {
+    return false;
+  }
+  bool floor_listed[kMaxDevices] = {};
+  bool floor_for_all = false;
+  if (given(floor) && !parse_device_sizes(kEnvFloorBytes, floor, floor_listed, config->floor_bytes,
+                                          &floor_for_all, error, error_size)) {
+    return false;
+  }
+  // A size for all devices applies where the one before it does; a listed device must have it.
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (pool_listed[d] && !config->device_capped[d] && !pool_for_all) {
+      snprintf(error, error_size,
+               "%s gives device %d a pool but %s gives it no ceiling; give it one (e.g. %d=40G)",
+               kEnvPoolBytes, d, kEnvBytes, d);
+      return false;
+    }
+    config->device_pooled[d] = pool_listed[d] && config->device_capped[d];
+    if (floor_listed[d] && !config->device_pooled[d] && !floor_for_all) {
+      snprintf(error, error_size,
+               "%s gives device %d a floor but %s gives it no pool; give it one (e.g. %d=80G)",
+               kEnvFloorBytes, d, kEnvPoolBytes, d);
+      return false;
+    }
+    if (!config->device_pooled[d]) {
+      config->pool_bytes[d] = 0;
+      config->floor_bytes[d] = 0;
+      continue;
+    }
+    const struct {
+      const char* name;
+      const char* variable;
+      uint64_t bytes;
+    } bounds[] = {{"ceiling", kEnvBytes, config->cap_bytes[d]},
+                  {"pool", kEnvPoolBytes, config->pool_bytes[d]}};
+    for (const auto& bound : bounds) {
+      if (config->floor_bytes[d] <= bound.bytes) continue;
+      snprintf(error, error_size,
+               "%s: device %d's floor (%llu bytes) is above its %s in %s (%llu bytes); lower the "
+               "floor",
+               kEnvFloorBytes, d, (unsigned long long)config->floor_bytes[d], bound.name,
+               bound.variable, (unsigned long long)bound.bytes);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool read_memcap_config(MemcapConfig* config, char* error, size_t error_size) {
   return parse_memcap_config(getenv(kEnvBytes), getenv(kEnvTenant), getenv(kEnvStateDir),
-                             getenv(kEnvVerbose), config, error, error_size);
+                             getenv(kEnvVerbose), config, error, error_size) &&
+         parse_memcap_pool(getenv(kEnvFloorBytes), getenv(kEnvPoolBytes), getenv(kEnvPool), config,
+                           error, error_size);
 }
 
 }  // namespace gpufrac::memcap

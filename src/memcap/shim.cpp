@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "memcap/hook_table.h"
+#include "memcap/pool_ledger.h"
 #include "memcap/tenant_ledger.h"
 
 namespace gpufrac::memcap {
@@ -24,6 +25,8 @@ enum State { kUnopened, kReady, kRefusing };
 
 constinit MemcapConfig g_config = {};
 constinit Immortal<TenantLedger> g_ledger;
+constinit Immortal<PoolLedger> g_pool_ledgers[kMaxDevices];
+constinit std::atomic<bool> g_pool_joined[kMaxDevices] = {};
 constinit Immortal<GuardedTable> g_pointers;
 constinit Immortal<GuardedTable> g_handles;
 constinit Immortal<GuardedTable> g_mappings;
@@ -35,28 +38,21 @@ constinit std::atomic<bool> g_refusal_said{false};
 constinit std::atomic<bool> g_denial_said{false};
 constinit std::atomic<bool> g_no_slot_said{false};
 constinit std::atomic<bool> g_bookkeeping_said{false};
+constinit std::atomic<bool> g_pool_failure_said{false};
 char g_refusal[1024];
+constexpr const char* kVerboseHint = " (GPUFRAC_MEMCAP_VERBOSE=1 logs every refusal)";
 
 GuardedTable* const kTables[] = {&g_pointers.value, &g_handles.value, &g_mappings.value,
                                  &g_pools.value};
 
-void format_size(uint64_t bytes, char* out, size_t size) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = double(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  snprintf(out, size, unit == 0 ? "%.0f %s" : "%.2f %s", value, kUnits[unit]);
-}
-
 void before_fork() {
   pthread_mutex_lock(&g_ready_lock);
   for (GuardedTable* table : kTables) pthread_mutex_lock(&table->lock);
+  PoolLedger::before_fork();
 }
 
 void after_fork_in_parent() {
+  PoolLedger::after_fork_in_parent();
   for (GuardedTable* table : kTables) pthread_mutex_unlock(&table->lock);
   pthread_mutex_unlock(&g_ready_lock);
 }
@@ -64,6 +60,10 @@ void after_fork_in_parent() {
 // The child owns none of its parent's device memory (and CUDA gives it no use of the parent's
 // contexts): it starts with empty tables and takes its own ledger slot when it first allocates.
 void after_fork_in_child() {
+  PoolLedger::after_fork_in_child();
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (g_pool_joined[d].load()) g_pool_ledgers[d].value.forget_after_fork();
+  }
   for (GuardedTable* table : kTables) {
     table->table.clear();
     pthread_mutex_unlock(&table->lock);  // locked by this thread in before_fork()
@@ -91,7 +91,49 @@ __attribute__((constructor)) void load_memcap() {
 // A process that exits normally leaves its slot to be reclaimed like a dead process's, and the
 // ledger file to be removed if no other process of the tenant has it open.
 __attribute__((destructor)) void leave_memcap() {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (g_pool_joined[d].load()) g_pool_ledgers[d].value.remove_if_last_user();
+  }
   if (g_state.load() == kReady) g_ledger.value.remove_if_last_user();
+}
+
+bool device_uuid(int device, char* out, size_t size, char* error, size_t error_size) {
+  auto get_device = REAL(cuDeviceGet);
+  auto get_uuid = REAL(cuDeviceGetUuid_v2);
+  if (get_uuid == nullptr) get_uuid = REAL(cuDeviceGetUuid);
+  CUdevice handle = -1;
+  CUuuid uuid;
+  if (get_device == nullptr || get_uuid == nullptr || get_device(&handle, device) != CUDA_SUCCESS ||
+      get_uuid(&uuid, handle) != CUDA_SUCCESS) {
+    snprintf(error, error_size, "cannot read the UUID of device %d, which names its memory pool",
+             device);
+    return false;
+  }
+  format_uuid(uuid, out, size);
+  return true;
+}
+
+// The pool of a pooled device, opened and joined at the first call; nullptr with the reason.
+PoolLedger* joined_pool(int device, char* error, size_t error_size) {
+  PoolLedger& pool = g_pool_ledgers[device].value;
+  if (g_pool_joined[device].load(std::memory_order_acquire)) return &pool;
+  pthread_mutex_lock(&g_ready_lock);
+  bool joined = g_pool_joined[device].load();
+  if (!joined) {
+    char uuid[48];
+    joined = device_uuid(device, uuid, sizeof uuid, error, error_size) &&
+             pool.open(g_config.state_dir, g_config.pool, uuid, error, error_size) &&
+             pool.join(g_config.tenant, g_config.floor_bytes[device], g_config.pool_bytes[device],
+                       error, error_size);
+    if (!joined) pool.close();
+    g_pool_joined[device].store(joined, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_ready_lock);
+  return joined ? &pool : nullptr;
+}
+
+bool device_pooled(int device) {
+  return device_capped(device) && g_config.device_pooled[device];
 }
 
 }  // namespace
@@ -145,6 +187,31 @@ CUresult ensure_ready() {
   return CUDA_ERROR_NOT_PERMITTED;
 }
 
+CUresult join_pools() {
+  if (CUresult refused = ensure_ready(); refused != CUDA_SUCCESS) return refused;
+  auto count_devices = REAL(cuDeviceGetCount);
+  int count = 0;
+  if (count_devices == nullptr || count_devices(&count) != CUDA_SUCCESS) return CUDA_SUCCESS;
+  for (int device = 0; device < count && device < kMaxDevices; ++device) {
+    char error[sizeof g_refusal];
+    if (device_pooled(device) && joined_pool(device, error, sizeof error) == nullptr) {
+      pthread_mutex_lock(&g_ready_lock);
+      snprintf(g_refusal, sizeof g_refusal, "%s", error);
+      g_state.store(kRefusing, std::memory_order_release);
+      pthread_mutex_unlock(&g_ready_lock);
+      return ensure_ready();
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+void format_uuid(const CUuuid& uuid, char* out, size_t size) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
+}
+
 int current_device() {
   auto get_device = REAL(cuCtxGetDevice);
   CUdevice device = -1;
@@ -166,51 +233,110 @@ int stream_device(CUstream stream) {
   return current_device();
 }
 
-bool reserve_bytes(int device, uint64_t bytes) {
-  uint64_t cap = g_config.cap_bytes[device];
-  switch (g_ledger.value.reserve(device, bytes, cap)) {
-    case TenantLedger::Reservation::kReserved:
-      return true;
-    case TenantLedger::Reservation::kNoSlot:
-      if (!g_no_slot_said.exchange(true)) {
-        say("no free slot in %s (%d live processes of tenant '%s', or /proc unreadable); "
-            "refusing device memory",
-            g_ledger.value.path(), kMaxTenantProcesses, g_config.tenant);
-      }
-      return false;
-    case TenantLedger::Reservation::kOverCap:
-      break;
+namespace {
+
+void say_over_cap(int device, uint64_t bytes) {
+  if (!g_config.verbose && g_denial_said.exchange(true)) return;
+  char asked[32], used[32], limit[32];
+  format_size(bytes, asked, sizeof asked);
+  format_size(g_ledger.value.used(device), used, sizeof used);
+  format_size(g_config.cap_bytes[device], limit, sizeof limit);
+  say("out of memory on device %d: %s asked, tenant '%s' holds %s of its %s cap%s", device, asked,
+      g_config.tenant, used, limit, g_config.verbose ? "" : kVerboseHint);
+}
+
+void say_over_pool(int device, uint64_t bytes, const PoolLedger& pool) {
+  if (!g_config.verbose && g_denial_said.exchange(true)) return;
+  char asked[32], used[32], floor[32], ceiling[32], shared[32], room[32];
+  format_size(bytes, asked, sizeof asked);
+  format_size(g_ledger.value.used(device), used, sizeof used);
+  format_size(g_config.floor_bytes[device], floor, sizeof floor);
+  format_size(g_config.cap_bytes[device], ceiling, sizeof ceiling);
+  format_size(g_config.pool_bytes[device], shared, sizeof shared);
+  format_size(pool.room(g_ledger.value, device), room, sizeof room);
+  say("out of memory on device %d: %s asked, tenant '%s' holds %s (floor %s, ceiling %s) and the "
+      "other tenants of its %s pool leave it %s more%s",
+      device, asked, g_config.tenant, used, floor, ceiling, shared, room,
+      g_config.verbose ? "" : kVerboseHint);
+}
+
+void say_no_slot() {
+  if (g_no_slot_said.exchange(true)) return;
+  say("no free slot in %s (%d live processes of tenant '%s', or /proc unreadable); refusing "
+      "device memory",
+      g_ledger.value.path(), kMaxTenantProcesses, g_config.tenant);
+}
+
+bool reserve_pooled(int device, uint64_t bytes) {
+  char why[sizeof g_refusal];
+  PoolLedger* pool = joined_pool(device, why, sizeof why);
+  if (pool == nullptr) {
+    if (!g_pool_failure_said.exchange(true)) say("%s; refusing device memory", why);
+    return false;
   }
-  if (g_config.verbose || !g_denial_said.exchange(true)) {
-    char asked[32], used[32], limit[32];
-    format_size(bytes, asked, sizeof asked);
-    format_size(g_ledger.value.used(device), used, sizeof used);
-    format_size(cap, limit, sizeof limit);
-    say("out of memory on device %d: %s asked, tenant '%s' holds %s of its %s cap%s", device, asked,
-        g_config.tenant, used, limit,
-        g_config.verbose ? "" : " (GPUFRAC_MEMCAP_VERBOSE=1 logs every refusal)");
+  switch (
+      pool->reserve(g_ledger.value, device, bytes, g_config.cap_bytes[device], why, sizeof why)) {
+    case PoolLedger::Reservation::kReserved:
+      return true;
+    case PoolLedger::Reservation::kNoSlot:
+      if (!g_pool_failure_said.exchange(true)) say("%s; refusing device memory", why);
+      return false;
+    case PoolLedger::Reservation::kOverCeiling:
+      say_over_cap(device, bytes);
+      return false;
+    case PoolLedger::Reservation::kOverPool:
+      say_over_pool(device, bytes, *pool);
+      return false;
   }
   return false;
 }
 
+}  // namespace
+
+bool reserve_bytes(int device, uint64_t bytes) {
+  if (device_pooled(device)) return reserve_pooled(device, bytes);
+  switch (g_ledger.value.reserve(device, bytes, g_config.cap_bytes[device])) {
+    case TenantLedger::Reservation::kReserved:
+      return true;
+    case TenantLedger::Reservation::kNoSlot:
+      say_no_slot();
+      return false;
+    case TenantLedger::Reservation::kOverCap:
+      break;
+  }
+  say_over_cap(device, bytes);
+  return false;
+}
+
 void release_bytes(int device, uint64_t bytes) {
-  g_ledger.value.release(device, bytes);
+  if (device >= 0 && device < kMaxDevices && g_pool_joined[device].load()) {
+    g_pool_ledgers[device].value.release(g_ledger.value, device, bytes);
+  } else {
+    g_ledger.value.release(device, bytes);
+  }
 }
 
 void clamp_report(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
   uint64_t cap = 0;
-  uint64_t used = 0;
+  uint64_t room = 0;
   if (device_capped(device) && g_state.load() == kReady) {
     g_ledger.value.reclaim_dead_processes();
     cap = g_config.cap_bytes[device];
-    used = g_ledger.value.used(device);
+    uint64_t used = g_ledger.value.used(device);
+    room = cap > used ? cap - used : 0;
+    if (g_pool_joined[device].load()) {
+      PoolLedger& pool = g_pool_ledgers[device].value;
+      pool.reclaim_gone_tenants();
+      uint64_t pooled = pool.room(g_ledger.value, device);
+      if (pooled < room) room = pooled;
+    }
   } else if (device == -1 && g_config.enabled && g_config.one_cap_for_all) {
     cap = g_config.cap_bytes[0];
+    room = cap;
   } else {
     return;
   }
   uint64_t total = *total_bytes < cap ? *total_bytes : cap;
-  uint64_t room = cap > used ? cap - used : 0;
   uint64_t free = *free_bytes < room ? *free_bytes : room;
   *total_bytes = total;
   *free_bytes = free < total ? free : total;

@@ -29,6 +29,14 @@ bool device_capped(int device);
 // CUDA_SUCCESS when capping works (or no cap was asked for), else CUDA_ERROR_NOT_PERMITTED.
 CUresult ensure_ready();
 
+// After cuInit: joins the pool of every pooled device the process sees (pool_ledger.h). When one
+// cannot be joined (the floors no longer fit, ...) says why once and refuses CUDA from then on,
+// as ensure_ready() does: returns CUDA_ERROR_NOT_PERMITTED.
+CUresult join_pools();
+
+// "6a0f2c41-1122-3344-5566-7708090a0b00": the UUID as NVML prints it, without "GPU-".
+void format_uuid(const CUuuid& uuid, char* out, size_t size);
+
 // Lines on stderr, prefixed "gpufrac memcap: ".
 void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
@@ -37,13 +45,15 @@ int current_device();
 uint64_t current_context();
 int stream_device(CUstream stream);
 
-// Reserves against the tenant's cap on a capped device; false (with a note on stderr) when the
-// bytes do not fit. Every true must be matched by release_bytes() once the memory is gone.
+// Reserves against the tenant's cap on a capped device (and under its pool's rule on a pooled
+// one); false (with a note on stderr) when the bytes do not fit. Every true must be matched by
+// release_bytes() once the memory is gone.
 bool reserve_bytes(int device, uint64_t bytes);
 void release_bytes(int device, uint64_t bytes);
 
 // Clamps a (free, total) report for a capped device: total = min(total, cap),
-// free = min(free, cap - used, total), saturating at zero. Uncapped devices are left alone.
+// free = min(free, cap - used, total, on a pooled device what the pool lets the tenant grow by),
+// saturating at zero. Uncapped devices are left alone.
 // Device -1 (an NVML device CUDA does not show) is clamped by a cap set for all devices, with
 // nothing counted as used.
 void clamp_report(int device, uint64_t* free_bytes, uint64_t* total_bytes);

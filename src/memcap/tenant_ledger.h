@@ -15,9 +15,8 @@
 // process's reservation in flight during the count) only makes the cap stricter, and reserve()
 // recounts once before it reports out-of-memory, which heals it.
 //
-// Every process holds a shared flock on the ledger while it has it open; the last one to leave
-// (remove_if_last_user, at exit) removes the file, so that ledgers of tenants that are gone do
-// not pile up in the state directory. A killed process leaves it; the next one carries on.
+// The file is a StateFile (state_file.h): the last process to leave removes it, so that ledgers of
+// tenants that are gone do not pile up in the state directory.
 //
 // Thread-safe. Not async-signal-safe except forget_slot_after_fork(), which a fork child must call
 // before anything else (the child then gets a fresh slot at its first reservation). The mapping
@@ -32,6 +31,7 @@
 #include <atomic>
 
 #include "memcap/memcap_config.h"
+#include "memcap/state_file.h"
 
 namespace gpufrac::memcap {
 
@@ -52,11 +52,11 @@ class TenantLedger {
   // mode 0600 if needed). On failure returns false with a one-line reason in `error`.
   bool open(const char* state_dir, const char* tenant, char* error, size_t error_size);
   void close();
-  bool is_open() const { return file_ != nullptr; }
+  bool is_open() const { return ledger_ != nullptr; }
   // Removes the file if no other process has it open. Leaves this process's mapping usable (but
   // gives up its lock): call it on the way out.
   void remove_if_last_user();
-  const char* path() const { return path_; }
+  const char* path() const { return file_.path(); }
 
   // Which process this ledger speaks for; by default (0) this process, read at first use. Tests
   // set other identities to play several processes in one.
@@ -83,12 +83,11 @@ class TenantLedger {
   void recount(int device);
   uint64_t identity();
 
-  LedgerFile* file_ = nullptr;
-  int fd_ = -1;  // open, with a shared flock, while file_ is mapped
+  StateFile file_;
+  LedgerFile* ledger_ = nullptr;  // file_'s mapping
   std::atomic<int> slot_{-1};
   std::atomic<uint64_t> identity_{0};
   pthread_mutex_t claim_lock_ = PTHREAD_MUTEX_INITIALIZER;
-  char path_[kMaxStateDirLength + kMaxTenantLength + 16] = {};
 };
 
 }  // namespace gpufrac::memcap

@@ -138,6 +138,10 @@ bool set_gpu_limits(std::vector<std::string>& env, const GpuLimits& limits) {
     set_env(env, memcap::kEnvBytes, std::to_string(limits.memory_cap_bytes));
     set_env(env, memcap::kEnvTenant, limits.memcap_tenant);
     set_env(env, memcap::kEnvStateDir, limits.memcap_state_dir);
+    if (limits.elastic_memory) {
+      set_env(env, memcap::kEnvFloorBytes, std::to_string(limits.memory_floor_bytes));
+      set_env(env, memcap::kEnvPoolBytes, std::to_string(limits.memory_pool_bytes));
+    }
   }
   return capped_by_shim;
 }
@@ -178,6 +182,11 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   if (model.builtin()) {
     plan.argv = builtin_engine_argv(context.gpufrac_binary, model, device.is_cpu() ? "cpu" : "cuda",
                                     "127.0.0.1", port);
+    bool budget_given = std::any_of(model.engine_args.begin(), model.engine_args.end(),
+                                    [](const auto& arg) { return arg.first == "memory-budget"; });
+    if (instance.elastic_memory && !budget_given) {
+      plan.argv.insert(plan.argv.end(), {"--memory-budget", "elastic"});
+    }
     bool own_lock = std::any_of(model.engine_args.begin(), model.engine_args.end(),
                                 [](const auto& arg) { return arg.first == "cpu-turn-lock"; });
     if (device.is_cpu() && instance.mode == SharingMode::kTimeslice && !own_lock) {
@@ -218,11 +227,24 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
                        kMemcapLibraryName + ", which is not built beside gpufrac; build target " +
                        "gpufrac_memcap or set memcap_library: PATH");
     }
+    if (instance.elastic_memory && context.memcap_library.empty()) {
+      throw UsageError(
+          spec.source + ": memcap_library: " + field + ".fraction.memory {min, max} " +
+          "shares the GPU through " + kMemcapLibraryName + ", which is not built " +
+          "beside gpufrac; build target gpufrac_memcap, set memcap_library: PATH, or " +
+          "give memory a share or bytes");
+    }
     GpuLimits limits;
     limits.gpu_uuid = device.uuid;
     limits.mode = instance.mode;
     limits.sm_percent = instance.sm_percent;
     limits.memory_cap_bytes = instance.memory_cap_bytes;
+    if (instance.elastic_memory) {
+      limits.elastic_memory = true;
+      limits.memory_floor_bytes = instance.memory_floor_bytes;
+      limits.memory_pool_bytes =
+          elastic_pool_bytes(placement, instance.device_index, spec.context_reserve_bytes);
+    }
     if (instance.mode == SharingMode::kFractions)
       limits.mps_client_env = context.mps_client_env.at(instance.device_index);
     limits.no_mps_pipe_dir = context.run_dir + "/mps/none";
@@ -235,6 +257,9 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   set_env(env, "GPUFRAC_NODE_PORT", std::to_string(port));
   set_env(env, "GPUFRAC_NODE_MEMORY_BYTES", std::to_string(instance.memory_cap_bytes));
   set_env(env, "GPUFRAC_NODE_SM_PERCENT", std::to_string(instance.sm_percent));
+  if (instance.elastic_memory) {
+    set_env(env, "GPUFRAC_NODE_MEMORY_FLOOR_BYTES", std::to_string(instance.memory_floor_bytes));
+  }
   for (const auto& [name, value] : model.env) set_env(env, name, value);
   return plan;
 }

@@ -7,6 +7,11 @@
 //                     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<sm %>,
 //                     CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<cap>M, and the memcap shim when built
 //   timeslice (GPU)   the memcap shim: LD_PRELOAD + GPUFRAC_MEMCAP_BYTES/_TENANT/_STATE_DIR
+//   elastic memory    (fractions or timeslice) the cap above is the ceiling (MPS's pinned limit
+//                     too), plus GPUFRAC_MEMCAP_FLOOR_BYTES=<floor> and
+//                     GPUFRAC_MEMCAP_POOL_BYTES=<the GPU's pool, placement.h>; the shim is
+//                     required; the built-in engine gets --memory-budget elastic unless its
+//                     engine_args give --memory-budget
 //   dedicated (GPU)   nothing more
 //   both of those     CUDA_MPS_PIPE_DIRECTORY=<run_dir>/mps/none (empty), so that the engine
 //                     never joins a daemon on CUDA's default /tmp/nvidia-mps
@@ -15,9 +20,11 @@
 //                     timeslice, builtin: --cpu-turn-lock RUN_DIR/cpu-turns.lock (unless its
 //                     engine_args name one), so its steps take turns on all cores with the
 //                     others' (engine/cpu/cpu_turn_lock.h), as processes on a GPU without MPS
-//   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES,
-//                     GPUFRAC_NODE_SM_PERCENT (so any engine can read its limits), then the
-//                     model's own env: entries.
+//   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES (the
+//                     cap or ceiling), GPUFRAC_NODE_SM_PERCENT (so any engine can read its
+//                     limits; elastic memory adds GPUFRAC_NODE_MEMORY_FLOOR_BYTES), then the
+//                     model's own env: entries. CPU: elastic memory's ceiling is the RLIMIT_DATA
+//                     (no pool: host memory is not capped per tenant).
 //   keys              with an engine key (the node's internal key): GPUFRAC_API_KEY (read by
 //                     `gpufrac serve`) and VLLM_API_KEY (read by `vllm serve`) set to it, so the
 //                     engine refuses requests that do not come through the router; inherited
@@ -95,8 +102,11 @@ std::string expand_placeholders(const std::string& command,
 struct GpuLimits {
   std::string gpu_uuid;  // CUDA_VISIBLE_DEVICES
   SharingMode mode = SharingMode::kFractions;
-  int sm_percent = 100;  // fractions: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-  uint64_t memory_cap_bytes = 0;
+  int sm_percent = 100;           // fractions: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+  uint64_t memory_cap_bytes = 0;  // elastic memory: the ceiling
+  bool elastic_memory = false;
+  uint64_t memory_floor_bytes = 0;  // elastic memory: the floor
+  uint64_t memory_pool_bytes = 0;   // elastic memory: the GPU's pool
   // fractions: the GPU daemon's client environment (pipe and log directories)
   std::vector<std::pair<std::string, std::string>> mps_client_env;
   std::string no_mps_pipe_dir;  // timeslice, dedicated: an empty CUDA_MPS_PIPE_DIRECTORY

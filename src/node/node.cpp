@@ -240,6 +240,7 @@ Json Node::state() const {
               {"mode", sharing_mode_name(p.mode)}, {"sm_percent", p.sm_percent},
               {"compute_share", p.compute_share}, {"cpus", p.cpus},
               {"memory_cap_bytes", p.memory_cap_bytes}, {"state", "pending"}, {"restarts", 0}};
+    if (p.elastic_memory) m["memory_floor_bytes"] = p.memory_floor_bytes;
     if (i < statuses.size()) {
       const InstanceStatus& s = statuses[i];
       m["port"] = s.port;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -75,29 +76,76 @@ void parse_gpus(const YamlReader& r, const YAML::Node& node, NodeSpec& spec) {
   }
 }
 
+// "50%" and numbers up to 1 are shares; anything else is a byte size ("20G", 21474836480). A
+// zero is refused unless `zero_allowed` (then it is 0 bytes).
+MemoryAmount parse_memory_amount(const YamlReader& r, const YAML::Node& node,
+                                 const std::string& field, bool zero_allowed) {
+  MemoryAmount amount;
+  std::string v(trim(r.scalar(node, field)));
+  bool plain_number = !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
+  double number =
+      plain_number
+          ? r.parsed(node, field, [&](const std::string& s) { return parse_double(s, field); })
+          : -1;
+  if (zero_allowed && plain_number && number == 0) {
+    amount.bytes = 0;
+  } else if ((!v.empty() && v.back() == '%') || (plain_number && number <= 1)) {
+    amount.share = r.share(node, field);
+  } else {
+    amount.bytes =
+        r.parsed(node, field, [&](const std::string& s) { return parse_bytes(s, field); });
+    if (*amount.bytes == 0 && !zero_allowed) {
+      r.fail(node, field, "is zero; give a share like 0.5 or bytes like 20G");
+    }
+  }
+  return amount;
+}
+
+std::string amount_text(const MemoryAmount& amount) {
+  if (amount.bytes) return format_bytes(*amount.bytes);
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", *amount.share);
+  return text;
+}
+
+// memory: {min: 9G, max: 40G}. Amounts of one kind are compared here; a share against bytes only
+// on the device (placement.h).
+void parse_elastic_memory(const YamlReader& r, const YAML::Node& node, const std::string& field,
+                          FractionSpec& fraction) {
+  r.check_keys(node, field, {"min", "max"});
+  for (const char* bound : {"min", "max"}) {
+    if (!node[bound]) {
+      r.fail(node, field + "." + bound,
+             "missing; elastic memory gives both, like memory: {min: 9G, max: 40G} (or shares, "
+             "{min: 0.06, max: 0.25})");
+    }
+  }
+  fraction.memory_min = parse_memory_amount(r, node["min"], field + ".min", /*zero_allowed=*/true);
+  fraction.memory_max = parse_memory_amount(r, node["max"], field + ".max", /*zero_allowed=*/false);
+  const MemoryAmount& min = *fraction.memory_min;
+  const MemoryAmount& max = *fraction.memory_max;
+  bool above = (min.bytes && max.bytes && *min.bytes > *max.bytes) ||
+               (min.share && max.share && *min.share > *max.share);
+  if (above) {
+    r.fail(node, field,
+           "min (" + amount_text(min) + ") is above max (" + amount_text(max) +
+               "); give min <= max, like {min: 9G, max: 40G}");
+  }
+}
+
 void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::string& field,
                     FractionSpec& fraction) {
   r.check_keys(node, field, {"compute", "memory"});
   if (node["compute"]) fraction.compute = r.share(node["compute"], field + ".compute");
   if (const YAML::Node& memory = node["memory"]) {
-    // "50%" and numbers up to 1 are shares; anything else is a byte size ("20G", 21474836480).
     std::string field_memory = field + ".memory";
-    std::string v(trim(r.scalar(memory, field_memory)));
-    bool plain_number = !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
-    bool is_share = (!v.empty() && v.back() == '%') ||
-                    (plain_number && r.parsed(memory, field_memory, [&](const std::string& s) {
-                      return parse_double(s, field_memory);
-                    }) <= 1);
-    if (is_share) {
-      fraction.memory_share = r.share(memory, field_memory);
-    } else {
-      fraction.memory_bytes = r.parsed(memory, field_memory, [&](const std::string& s) {
-        return parse_bytes(s, field_memory);
-      });
-      if (*fraction.memory_bytes == 0) {
-        r.fail(memory, field_memory, "is zero; give a share like 0.5 or bytes like 20G");
-      }
+    if (memory.IsMap()) {
+      parse_elastic_memory(r, memory, field_memory, fraction);
+      return;
     }
+    MemoryAmount amount = parse_memory_amount(r, memory, field_memory, /*zero_allowed=*/false);
+    fraction.memory_share = amount.share;
+    fraction.memory_bytes = amount.bytes;
   }
 }
 

@@ -14,7 +14,8 @@
 //     - name: qwen-a
 //       model: qwen3-4b         # built-in engine (`gpufrac serve`): a preset or a model dir
 //       engine_args: {max-num-seqs: 32, max-model-len: 4096}
-//       fraction: {compute: 0.5, memory: 0.5}   # memory: a share (0.5, 50%) or bytes (19968M)
+//       fraction: {compute: 0.5, memory: 0.5}   # memory: a share (0.5, 50%) or bytes (19968M),
+//                                               # or elastic: {min: 9G, max: 40G} (shares too)
 //     - name: vllm-b
 //       command: vllm serve Qwen/Qwen3-4B --port {port} --gpu-memory-utilization {gpu_memory_utilization}
 //       fraction: {compute: 50%, memory: 19968M}
@@ -45,10 +46,22 @@ enum class DeviceKind { kAuto, kCuda, kCpu };
 std::string_view sharing_mode_name(SharingMode mode);
 std::string_view placement_policy_name(PlacementPolicy policy);
 
+// Memory as a share of the device's memory (in (0, 1]) or as bytes: exactly one is set.
+struct MemoryAmount {
+  std::optional<double> share;
+  std::optional<uint64_t> bytes;
+};
+
 struct FractionSpec {
   std::optional<double> compute;         // share of the SMs (or cores), in (0, 1]
-  std::optional<double> memory_share;    // share of the GPU's memory, in (0, 1]
+  std::optional<double> memory_share;    // static memory: share of the GPU's memory, in (0, 1]
   std::optional<uint64_t> memory_bytes;  // or an absolute cap
+  // Elastic memory (memory: {min, max}): a floor the model always has and a ceiling it may grow
+  // to while the GPU's shared remainder has room. Both set, or neither; a min of 0 is allowed.
+  std::optional<MemoryAmount> memory_min;
+  std::optional<MemoryAmount> memory_max;
+  bool elastic_memory() const { return memory_max.has_value(); }
+  bool memory_given() const { return memory_share || memory_bytes || elastic_memory(); }
 };
 
 struct ModelSpec {

@@ -119,7 +119,7 @@ std::string format_node_status(const Json& state) {
   if (!state.value("error", "").empty()) out << "error: " << state["error"].get<std::string>() << "\n";
   out << "\n";
   char line[512];
-  const char* format = "%-20s %-5s %-10s %5s %11s %11s %-11s %8s %7s  %s\n";
+  const char* format = "%-20s %-5s %-10s %5s %19s %11s %-11s %8s %7s  %s\n";
   std::snprintf(line, sizeof line, format, "MODEL", "GPU", "MODE", "SM%", "MEM CAP", "MEM USED",
                 "STATE", "RESTARTS", "BACKOFF", "URL");
   out << line;
@@ -138,13 +138,17 @@ std::string format_node_status(const Json& state) {
     }
     std::string sm = m.value("mode", "") == "fractions" ? std::to_string(m.value("sm_percent", 0)) : "-";
     if (m.contains("cpus") && !m["cpus"].empty()) sm += "/" + std::to_string(m["cpus"].size()) + "c";
+    // Elastic memory: floor..ceiling.
+    std::string cap = format_bytes(m.value("memory_cap_bytes", uint64_t(0)));
+    if (m.contains("memory_floor_bytes")) {
+      cap = format_bytes(m["memory_floor_bytes"].get<uint64_t>()) + ".." + cap;
+    }
     std::string used = m.contains("memory_used_bytes") && m["memory_used_bytes"].is_number()
                            ? format_bytes(m["memory_used_bytes"].get<uint64_t>())
                            : "-";
     std::snprintf(line, sizeof line, format, cell(m.value("name", Json())).c_str(),
                   cell(m.value("gpu", Json())).c_str(), cell(m.value("mode", Json())).c_str(),
-                  sm.c_str(), format_bytes(m.value("memory_cap_bytes", uint64_t(0))).c_str(),
-                  used.c_str(), cell(m.value("state", Json())).c_str(),
+                  sm.c_str(), cap.c_str(), used.c_str(), cell(m.value("state", Json())).c_str(),
                   std::to_string(m.value("restarts", 0)).c_str(), backoff.c_str(),
                   cell(m.value("url", Json())).c_str());
     out << line;

@@ -12,7 +12,8 @@
 // stopping | stopped | failed), error, drain_timeout_s, stop_timeout_s, node {pid, start_time},
 // devices [{id, uuid, name, mode, memory_bytes, sm_count}], mps [{gpu, uuid, pid, start_time,
 // control, pipe_dir, log_dir}], models [{name, model, replica, gpu, gpu_uuid, mode, sm_percent,
-// compute_share, cpus, memory_cap_bytes, port, url, state (starting | ready | restarting |
+// compute_share, cpus, memory_cap_bytes (elastic memory: the ceiling), memory_floor_bytes (only
+// for elastic memory), port, url, state (starting | ready | restarting |
 // stopping | stopped | failed), restarts, failures (in a row), backoff_s (the wait before the
 // pending or last restart), pid, start_time, last_exit, reason, log}]. Processes are named by pid
 // AND start time (process.h).

@@ -24,13 +24,32 @@ struct DeviceLoad {
 
 std::string model_field(size_t index) { return "models[" + std::to_string(index) + "]"; }
 
-// The cap an instance of `model` gets on `device`, or 0 when its memory share leaves nothing.
-uint64_t memory_cap(const ModelSpec& model, const PlacementDevice& device, uint64_t reserve) {
+uint64_t amount_bytes(const MemoryAmount& amount, const PlacementDevice& device, uint64_t reserve) {
+  return amount.bytes ? *amount.bytes
+                      : share_memory_cap(*amount.share, device.memory_bytes, reserve);
+}
+
+// The memory an instance of `model` gets on `device`: the floor it commits and the ceiling it may
+// reach (one cap for both unless elastic). A ceiling of 0: its memory share leaves nothing.
+struct MemoryLimits {
+  uint64_t floor = 0;
+  uint64_t ceiling = 0;
+  bool elastic = false;
+};
+
+MemoryLimits memory_limits(const ModelSpec& model, const PlacementDevice& device,
+                           uint64_t reserve) {
+  const FractionSpec& f = model.fraction;
+  uint64_t cap = 0;
   if (device.mode == SharingMode::kDedicated) {
-    return device.memory_bytes > reserve ? device.memory_bytes - reserve : 0;
+    cap = device.memory_bytes > reserve ? device.memory_bytes - reserve : 0;
+  } else if (f.elastic_memory()) {
+    return {amount_bytes(*f.memory_min, device, reserve),
+            amount_bytes(*f.memory_max, device, reserve), true};
+  } else {
+    cap = amount_bytes({f.memory_share, f.memory_bytes}, device, reserve);
   }
-  if (model.fraction.memory_bytes) return *model.fraction.memory_bytes;
-  return share_memory_cap(*model.fraction.memory_share, device.memory_bytes, reserve);
+  return {cap, cap, false};
 }
 
 int cores_for(double share, const PlacementDevice& device) {
@@ -71,15 +90,29 @@ std::string misfit(const NodeSpec& spec, size_t model_index, const PlacementDevi
       }
     }
   }
-  uint64_t cap = memory_cap(model, device, spec.context_reserve_bytes);
-  if (cap == 0) {
-    return field + ".fraction.memory: leaves nothing on " + where + " after the " +
-           format_bytes(spec.context_reserve_bytes) + " context reserve; give a larger share";
+  const uint64_t reserve = spec.context_reserve_bytes;
+  const MemoryLimits memory = memory_limits(model, device, reserve);
+  const std::string memory_field = field + ".fraction.memory" + (memory.elastic ? ".max" : "");
+  if (memory.ceiling == 0) {
+    return memory_field + ": leaves nothing on " + where + " after the " + format_bytes(reserve) +
+           " context reserve; give a larger share";
   }
-  if (cap + spec.context_reserve_bytes > load.memory_left) {
-    return field + ".fraction.memory: needs " + format_bytes(cap) + " + " +
-           format_bytes(spec.context_reserve_bytes) + " reserve, but " + where + " has " +
-           format_bytes(load.memory_left) + " left; lower memory, reduce replicas, or add GPUs";
+  if (memory.elastic) {
+    if (memory.floor > memory.ceiling) {
+      return field + ".fraction.memory: min (" + format_bytes(memory.floor) + ") is above max (" +
+             format_bytes(memory.ceiling) + ") on " + where + "; give min <= max";
+    }
+    if (memory.ceiling + reserve > device.memory_bytes) {
+      return memory_field + ": " + format_bytes(memory.ceiling) + " + " + format_bytes(reserve) +
+             " reserve is more than " + where + "'s " + format_bytes(device.memory_bytes) +
+             "; lower max";
+    }
+  }
+  if (memory.floor + reserve > load.memory_left) {
+    return field + ".fraction.memory" + (memory.elastic ? ".min" : "") + ": needs " +
+           format_bytes(memory.floor) + " + " + format_bytes(reserve) + " reserve, but " + where +
+           " has " + format_bytes(load.memory_left) + " left; lower " +
+           (memory.elastic ? "min" : "memory") + ", reduce replicas, or add GPUs";
   }
   return {};
 }
@@ -108,6 +141,16 @@ uint64_t share_memory_cap(double share, uint64_t device_bytes, uint64_t reserve)
   return share_bytes > double(reserve) ? uint64_t(share_bytes) - reserve : 0;
 }
 
+uint64_t elastic_pool_bytes(const Placement& placement, size_t device_index, uint64_t reserve) {
+  uint64_t taken = 0;
+  for (const PlacedInstance& instance : placement.instances) {
+    if (instance.device_index != device_index) continue;
+    taken += reserve + (instance.elastic_memory ? 0 : instance.memory_cap_bytes);
+  }
+  uint64_t memory = placement.devices[device_index].memory_bytes;
+  return memory > taken ? memory - taken : 0;
+}
+
 int sm_percent_of(double compute_share) { return std::clamp(int(std::lround(compute_share * 100)), 1, 100); }
 
 void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevice>& devices) {
@@ -123,7 +166,7 @@ void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevi
       throw UsageError(spec.source + ": " + field + ".compute: missing; fractions mode gives each " +
                        "model a share of the SMs, e.g. fraction: {compute: 0.5, memory: 0.5}");
     }
-    if ((any_fractions || any_timeslice) && !f.memory_share && !f.memory_bytes) {
+    if ((any_fractions || any_timeslice) && !f.memory_given()) {
       throw UsageError(spec.source + ": " + field + ".memory: missing; every shared GPU caps each " +
                        "model's memory, e.g. fraction: {memory: 0.5} or {memory: 20G}");
     }
@@ -203,7 +246,8 @@ Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> device
       pending.push_back(instance);
     }
   }
-  // binpack: largest memory first (first-fit decreasing), measured on the largest device.
+  // binpack: largest memory first (first-fit decreasing: a cap, or an elastic floor), measured
+  // on the largest device.
   uint64_t largest = 0;
   for (const PlacementDevice& d : devs) largest = std::max(largest, d.memory_bytes);
   if (spec.placement == PlacementPolicy::kBinpack) {
@@ -213,10 +257,8 @@ Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> device
     std::stable_sort(pending.begin(), pending.end(), [&](const PlacedInstance& a, const PlacedInstance& b) {
       const ModelSpec& ma = spec.models[a.model_index];
       const ModelSpec& mb = spec.models[b.model_index];
-      bool a_sized = ma.fraction.memory_bytes || ma.fraction.memory_share;
-      bool b_sized = mb.fraction.memory_bytes || mb.fraction.memory_share;
-      uint64_t sa = a_sized ? memory_cap(ma, reference, 0) : largest;
-      uint64_t sb = b_sized ? memory_cap(mb, reference, 0) : largest;
+      uint64_t sa = ma.fraction.memory_given() ? memory_limits(ma, reference, 0).floor : largest;
+      uint64_t sb = mb.fraction.memory_given() ? memory_limits(mb, reference, 0).floor : largest;
       return sa > sb;
     });
   }
@@ -257,8 +299,11 @@ Placement place_models(const NodeSpec& spec, std::vector<PlacementDevice> device
     DeviceLoad& load = loads[size_t(chosen)];
     instance.device_index = size_t(chosen);
     instance.mode = device.mode;
-    instance.memory_cap_bytes = memory_cap(model, device, spec.context_reserve_bytes);
-    load.memory_left -= instance.memory_cap_bytes + spec.context_reserve_bytes;
+    const MemoryLimits memory = memory_limits(model, device, spec.context_reserve_bytes);
+    instance.memory_cap_bytes = memory.ceiling;
+    instance.elastic_memory = memory.elastic;
+    instance.memory_floor_bytes = memory.elastic ? memory.floor : 0;
+    load.memory_left -= memory.floor + spec.context_reserve_bytes;
     load.instances++;
     if (device.mode == SharingMode::kFractions) {
       instance.compute_share = *model.fraction.compute;

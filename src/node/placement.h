@@ -6,6 +6,12 @@
 //   (memory cap + context_reserve) <= the device's memory. A share s of a device of M bytes is a
 //   cap of s*M - context_reserve, so shares that add up to 1 fill the device exactly (two models
 //   at 0.5 of a 40 GiB A100 with the default 512 MiB reserve get 19968 MiB each, the study's cap).
+// - Elastic memory (fraction.memory: {min, max}) counts its floor there instead of a cap: the
+//   floors, static caps and reserves add up to at most the device, and each ceiling + reserve to
+//   at most the device (ceilings may add up to more: the instances of a device share what its
+//   static instances and reserves leave, the pool, through the memcap shim). A share becomes
+//   bytes as for a cap (a floor share that leaves nothing is a floor of 0). On a dedicated device
+//   the instance gets the whole device, as always, and is not elastic.
 // - Compute shares on a `fractions` device add up to at most 1, unless the spec sets
 //   oversubscribe_compute. On the CPU, a `fractions` instance gets round(share * cores) cores of
 //   its own (at least one); `timeslice` instances float over all cores.
@@ -46,7 +52,9 @@ struct PlacedInstance {
   SharingMode mode = SharingMode::kFractions;
   double compute_share = 1;   // of the device (1 when unpartitioned)
   int sm_percent = 100;       // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE in fractions mode
-  uint64_t memory_cap_bytes = 0;
+  uint64_t memory_cap_bytes = 0;    // the cap; for elastic memory the ceiling
+  bool elastic_memory = false;
+  uint64_t memory_floor_bytes = 0;  // elastic memory: the floor
   std::vector<int> cpus;      // CPU fractions: its own cores; empty: float
 };
 
@@ -68,6 +76,10 @@ void check_fraction_fields(const NodeSpec& spec, const std::vector<PlacementDevi
 
 // A memory share's cap: share * device memory - reserve, 0 when that leaves nothing.
 uint64_t share_memory_cap(double share, uint64_t device_bytes, uint64_t reserve);
+
+// What the elastic instances of device `device_index` share: its memory less every instance's
+// reserve and every static instance's cap.
+uint64_t elastic_pool_bytes(const Placement& placement, size_t device_index, uint64_t reserve);
 // A compute share as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: rounded, 1..100.
 int sm_percent_of(double compute_share);
 

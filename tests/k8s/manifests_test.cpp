@@ -274,6 +274,14 @@ TEST(Manifests, RefusesWhatAClusterCannotHonourWithOneLine) {
             "spec.yaml: models[1].name: 'A_B' and models[0].name 'a.b' both become the Kubernetes "
             "name 'default-a-b'; "
             "rename one of them");
+  EXPECT_EQ(usage_error([] {
+              render(
+                  "models:\n  - {name: a, model: tiny, fraction: {compute: 1, memory: {min: 1G, "
+                  "max: 8G}}}\n");
+            }),
+            "spec.yaml: models[0].fraction.memory: {min, max} is elastic memory, which gpufrac up "
+            "shares on a GPU; KAI gives each pod a fixed part: use a share like 0.25 or bytes like "
+            "20G");
 }
 
 TEST(Manifests, AMissingShareIsTheErrorGpufracUpGives) {

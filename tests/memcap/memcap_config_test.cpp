@@ -101,5 +101,69 @@ TEST(MemcapConfig, SizesReadLikeTheRestOfGpufrac) {
   }
 }
 
+Parsed parse_pool(const char* bytes, const char* floor, const char* pool_bytes,
+                  const char* pool = nullptr) {
+  Parsed parsed = parse(bytes);
+  char error[1024] = "";
+  parsed.ok =
+      parsed.ok && parse_memcap_pool(floor, pool_bytes, pool, &parsed.config, error, sizeof error);
+  parsed.error = error;
+  return parsed;
+}
+
+TEST(MemcapConfig, NoPoolUnlessAsked) {
+  Parsed p = parse_pool("10G", nullptr, nullptr);
+  ASSERT_TRUE(p.ok) << p.error;
+  for (int d = 0; d < kMaxDevices; ++d) EXPECT_FALSE(p.config.device_pooled[d]);
+  EXPECT_FALSE(parse_pool(nullptr, nullptr, "").config.enabled);
+}
+
+TEST(MemcapConfig, APoolAppliesWhereThereIsACeiling) {
+  Parsed p = parse_pool("0=40G,2=20G", "9G", "80G");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_TRUE(p.config.device_pooled[0]);
+  EXPECT_FALSE(p.config.device_pooled[1]);  // no ceiling: not pooled
+  EXPECT_TRUE(p.config.device_pooled[2]);
+  EXPECT_EQ(p.config.pool_bytes[0], 80ull << 30);
+  EXPECT_EQ(p.config.floor_bytes[2], 9ull << 30);
+  EXPECT_STREQ(p.config.pool, "gpu");
+
+  p = parse_pool("40G", "0=9G", "0=80G,1=70G", "node-a");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.config.pool_bytes[1], 70ull << 30);
+  EXPECT_EQ(p.config.floor_bytes[1], 0u);  // no floor given for device 1
+  EXPECT_FALSE(p.config.device_pooled[2]);
+  EXPECT_STREQ(p.config.pool, "node-a");
+}
+
+TEST(MemcapConfig, BadPoolsNameTheVariableAndTheFix) {
+  struct Case {
+    const char* bytes;
+    const char* floor;
+    const char* pool_bytes;
+    const char* pool;
+    const char* expected;
+  };
+  for (const Case& c : {
+           Case{"40G", "9G", nullptr, nullptr,
+                "GPUFRAC_MEMCAP_FLOOR_BYTES is set but "
+                "GPUFRAC_MEMCAP_POOL_BYTES is not"},
+           Case{"40G", nullptr, nullptr, "a", "GPUFRAC_MEMCAP_POOL is set but"},
+           Case{nullptr, nullptr, "80G", nullptr, "a pooled tenant needs a ceiling"},
+           Case{"0=40G", nullptr, "1=80G", nullptr, "gives device 1 a pool but"},
+           Case{"0=40G,1=40G", "1=9G", "0=80G", nullptr, "gives device 1 a floor but"},
+           Case{"40G", "50G", "80G", nullptr, "is above its ceiling"},
+           Case{"40G", "9G", "8G", nullptr, "is above its pool"},
+           Case{"40G", "9G", "lots", nullptr, "GPUFRAC_MEMCAP_POOL_BYTES='lots' is not a size"},
+           Case{"40G", "0=9G,0=9G", "80G", nullptr, "listed twice"},
+           Case{"40G", nullptr, "80G", "no/slash", "is not a pool name"},
+       }) {
+    Parsed p = parse_pool(c.bytes, c.floor, c.pool_bytes, c.pool);
+    EXPECT_FALSE(p.ok) << c.expected;
+    EXPECT_TRUE(p.config.enabled) << c.expected;  // so the shim refuses rather than runs without
+    EXPECT_NE(p.error.find(c.expected), std::string::npos) << p.error;
+  }
+}
+
 }  // namespace
 }  // namespace gpufrac::memcap

@@ -45,7 +45,7 @@ struct Options {
           "map H | retain H | unmap H | release H | info | info32 | total N | nvml I | nvml2 I | "
           "reset | reset-v1 | primaryrelease | primaryrelease-v1 | ctxcreate | ctxdestroy | "
           "ctxdestroy-v1 | lookup NAME VERSION | dlsym NAME | initialized | hold | "
-          "fork STEP... end | stress THREADS ITERATIONS MAX_MIB SEED\n",
+          "touch PATH | await PATH | fork STEP... end | stress THREADS ITERATIONS MAX_MIB SEED\n",
           problem);
   exit(2);
 }
@@ -384,6 +384,21 @@ void Probe::run(char** argv, int first, int last, const char* prefix) {
       line("dlsym %s %s", name, dlsym(libcuda_, name) != nullptr ? "found" : "missing");
     } else if (step == "initialized") {
       line("initialized %s", fake_cuda_initialized() ? "yes" : "no");
+    } else if (step == "touch" || step == "await") {
+      // Two probes take turns: one touches a file, the other waits (up to 20 s) until it exists.
+      const char* path = next(i);
+      const char* name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+      bool done = false;
+      if (step == "touch") {
+        FILE* file = fopen(path, "w");
+        done = file != nullptr && fclose(file) == 0;
+      } else {
+        for (int waited_ms = 0; !done && waited_ms < 20000; ++waited_ms) {
+          done = access(path, F_OK) == 0;
+          if (!done) usleep(1000);
+        }
+      }
+      line("%s %s%s", step.c_str(), name, done ? "" : " failed");
     } else if (step == "hold") {
       line("holding");
       while (true) pause();

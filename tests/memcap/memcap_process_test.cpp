@@ -79,23 +79,10 @@ TEST(MemcapProcesses, ManyThreadsInTwoProcessesNeverExceedTheCapTogether) {
   constexpr unsigned long long kCap = 256 * kMiB;
   auto run_pair = [](MemcapSandbox& sandbox, const std::optional<std::string>& caps) {
     Environment env = sandbox.environment(caps);
-    env["FAKE_CUDA_ALLOC_DELAY_US"] = "100";
-    RunningProgram first(sandbox.probe_argv({"init", "stress", "8", "400", "48", "1"}), env);
-    RunningProgram second(
-        sandbox.probe_argv({"--api", "procaddress", "init", "stress", "8", "400", "48", "2"}), env);
-    return std::vector<ProgramResult>{first.wait(), second.wait()};
+    return run_stress_pair(sandbox.probe_argv({}), env, env);
   };
   MemcapSandbox capped;
-  std::vector<ProgramResult> results = run_pair(capped, "256M");
-  for (const ProgramResult& r : results) {
-    ASSERT_EQ(r.lines.size(), 2u) << r.stdout_text << r.stderr_text;
-    unsigned long long ok = 0, oom = 0, other = 0;
-    ASSERT_EQ(sscanf(r.lines[1].c_str(), "stress ok=%llu oom=%llu other=%llu", &ok, &oom, &other),
-              3);
-    EXPECT_GT(ok, 100u);
-    EXPECT_GT(oom, 0u) << "the cap was never reached: the test proves nothing";
-    EXPECT_EQ(other, 0u) << r.stderr_text;
-  }
+  expect_stress_reached(run_pair(capped, "256M"), "cap");
   EXPECT_LE(capped.device_peak(0), kCap);
   EXPECT_EQ(capped.device_used(0), 0u);
 

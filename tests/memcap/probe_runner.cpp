@@ -1,9 +1,11 @@
 #include "probe_runner.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -159,6 +161,33 @@ ProgramResult run_program(const std::vector<std::string>& argv, const Environmen
   return program.wait(timeout_s);
 }
 
+std::vector<ProgramResult> run_stress_pair(const std::vector<std::string>& probe_first,
+                                           Environment first, Environment second) {
+  first["FAKE_CUDA_ALLOC_DELAY_US"] = "100";
+  second["FAKE_CUDA_ALLOC_DELAY_US"] = "100";
+  std::vector<std::string> argv_first = probe_first;
+  std::vector<std::string> argv_second = probe_first;
+  for (const char* arg : {"init", "stress", "8", "400", "48", "1"}) argv_first.push_back(arg);
+  for (const char* arg : {"--api", "procaddress", "init", "stress", "8", "400", "48", "2"}) {
+    argv_second.push_back(arg);
+  }
+  RunningProgram one(argv_first, first);
+  RunningProgram two(argv_second, second);
+  return {one.wait(), two.wait()};
+}
+
+void expect_stress_reached(const std::vector<ProgramResult>& results, const std::string& limit) {
+  for (const ProgramResult& r : results) {
+    ASSERT_EQ(r.lines.size(), 2u) << r.stdout_text << r.stderr_text;
+    unsigned long long ok = 0, oom = 0, other = 0;
+    ASSERT_EQ(sscanf(r.lines[1].c_str(), "stress ok=%llu oom=%llu other=%llu", &ok, &oom, &other),
+              3);
+    EXPECT_GT(ok, 100u);
+    EXPECT_GT(oom, 0u) << "the " << limit << " was never reached: the test proves nothing";
+    EXPECT_EQ(other, 0u) << r.stderr_text;
+  }
+}
+
 MemcapSandbox::MemcapSandbox() {
   char pattern[] = "/tmp/memcap-test-XXXXXX";
   if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp");
@@ -178,6 +207,9 @@ Environment MemcapSandbox::environment(const std::optional<std::string>& caps) c
       {"GPUFRAC_MEMCAP_TENANT", "t"},
       {"GPUFRAC_MEMCAP_STATE_DIR", state_dir()},
       {"GPUFRAC_MEMCAP_VERBOSE", std::nullopt},
+      {"GPUFRAC_MEMCAP_FLOOR_BYTES", std::nullopt},
+      {"GPUFRAC_MEMCAP_POOL_BYTES", std::nullopt},
+      {"GPUFRAC_MEMCAP_POOL", std::nullopt},
       {"FAKE_CUDA_SHARED_FILE", dir_ + "/gpu"},
       {"FAKE_CUDA_TOTAL_BYTES", std::to_string(1ull << 30)},
       {"FAKE_CUDA_OTHERS_BYTES", std::nullopt},

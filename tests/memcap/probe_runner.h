@@ -47,6 +47,16 @@ class RunningProgram {
 ProgramResult run_program(const std::vector<std::string>& argv, const Environment& environment,
                           double timeout_s = 120);
 
+// The stress load: memcap_probe's `stress` step in two processes at once, eight threads each (the
+// second reaching the driver through cuGetProcAddress), with a delay inside every allocation that
+// would expose any check-then-allocate race; under `first` and `second` (GPUFRAC_MEMCAP_* and
+// the sandbox's fake GPU). Returns both results.
+std::vector<ProgramResult> run_stress_pair(const std::vector<std::string>& probe_first,
+                                           Environment first, Environment second);
+// Each result's counts show work done, the limit (`limit`, for the message) reached, and no
+// other error.
+void expect_stress_reached(const std::vector<ProgramResult>& results, const std::string& limit);
+
 // A private state dir, tenant and shared fake GPU for one test; removed afterwards.
 class MemcapSandbox {
  public:

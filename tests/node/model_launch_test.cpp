@@ -31,6 +31,17 @@ PlacementDevice gpu(SharingMode mode) {
   return d;
 }
 
+PlacementDevice cpu_device(SharingMode mode, int cores = 2) {
+  PlacementDevice cpu;
+  cpu.id = "cpu";
+  cpu.name = "CPU";
+  cpu.memory_bytes = 16 * kGiB;
+  for (int core = 0; core < cores; ++core) cpu.cpus.push_back(core);
+  cpu.sm_count = cores;
+  cpu.mode = mode;
+  return cpu;
+}
+
 struct Fixture {
   NodeSpec spec;
   Placement placement;
@@ -144,14 +155,8 @@ TEST(ModelLaunch, TheEngineKeyIsInTheEnvironmentAndClientKeysAreNot) {
 }
 
 TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
-  PlacementDevice cpu;
-  cpu.id = "cpu";
-  cpu.name = "CPU";
-  cpu.memory_bytes = 16 * kGiB;
-  cpu.cpus = {0, 1, 2, 3};
-  cpu.sm_count = 4;
-  cpu.mode = SharingMode::kFractions;
-  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]", cpu);
+  Fixture f = fixture("models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: 0.25}}]",
+                      cpu_device(SharingMode::kFractions, 4));
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.cpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB - (uint64_t(512) << 20));
@@ -160,15 +165,71 @@ TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
   EXPECT_EQ(plan.argv[5], "cpu");
 }
 
-PlacementDevice cpu_device(SharingMode mode) {
-  PlacementDevice cpu;
-  cpu.id = "cpu";
-  cpu.name = "CPU";
-  cpu.memory_bytes = 16 * kGiB;
-  cpu.cpus = {0, 1};
-  cpu.sm_count = 2;
-  cpu.mode = mode;
-  return cpu;
+// Elastic memory: the ceiling is the shim's cap and MPS's pinned limit, the floor and the GPU's
+// pool (its memory less the reserves and the static caps) go to the shim, and the built-in engine
+// maps its KV cache on demand.
+TEST(ModelLaunch, ElasticMemoryGivesTheShimAFloorACeilingAndThePool) {
+  Fixture f = fixture(R"(
+name: n
+models:
+  - {name: e, model: tiny, fraction: {compute: 0.5, memory: {min: 9G, max: 40G}}}
+  - {name: s, model: tiny, fraction: {compute: 0.5, memory: 0.25}}
+)", gpu(SharingMode::kFractions));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(env_value(plan, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=40960M");
+  EXPECT_EQ(env_value(plan, memcap::kEnvBytes), std::to_string(40 * kGiB));
+  EXPECT_EQ(env_value(plan, memcap::kEnvFloorBytes), std::to_string(9 * kGiB));
+  uint64_t static_cap = 35 * kGiB - (uint64_t(512) << 20);
+  EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes),
+            std::to_string(140 * kGiB - 2 * (uint64_t(512) << 20) - static_cap));
+  EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_MEMORY_BYTES"), std::to_string(40 * kGiB));
+  EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_MEMORY_FLOOR_BYTES"), std::to_string(9 * kGiB));
+  ASSERT_GE(plan.argv.size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(plan.argv.end() - 2, plan.argv.end()),
+            (std::vector<std::string>{"--memory-budget", "elastic"}));
+
+  LaunchPlan static_plan = plan_launch(f.spec, f.placement, f.placement.instances[1], 9002, f.context);
+  EXPECT_EQ(env_value(static_plan, memcap::kEnvFloorBytes), "<unset>");
+  EXPECT_EQ(env_value(static_plan, memcap::kEnvPoolBytes), "<unset>");
+  EXPECT_EQ(env_value(static_plan, "GPUFRAC_NODE_MEMORY_FLOOR_BYTES"), "<unset>");
+  EXPECT_EQ(std::count(static_plan.argv.begin(), static_plan.argv.end(), "--memory-budget"), 0);
+}
+
+TEST(ModelLaunch, ElasticMemoryKeepsTheEnginesOwnBudgetAndNeedsTheShim) {
+  Fixture f = fixture(R"(
+mode: timeslice
+models:
+  - {name: e, model: tiny, engine_args: {memory-budget: 4G}, fraction: {memory: {min: 1G, max: 8G}}}
+)", gpu(SharingMode::kTimeslice));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(std::count(plan.argv.begin(), plan.argv.end(), "--memory-budget"), 1);
+  EXPECT_EQ(plan.argv.back(), "4G");
+  EXPECT_EQ(env_value(plan, memcap::kEnvFloorBytes), std::to_string(kGiB));
+  EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes),
+            std::to_string(140 * kGiB - (uint64_t(512) << 20)));
+
+  Fixture fractions = fixture(
+      "models: [{name: e, model: tiny, fraction: {compute: 1, memory: {min: 1G, max: 8G}}}]",
+      gpu(SharingMode::kFractions));
+  fractions.context.memcap_library.clear();
+  try {
+    fractions.plan();
+    FAIL() << "elastic memory without the shim was planned";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("memcap_library: models[0].fraction.memory {min, max}"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelLaunch, ElasticMemoryOnTheCpuIsLimitedByItsCeiling) {
+  Fixture f = fixture(
+      "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 1G, max: 4G}}}]",
+      cpu_device(SharingMode::kFractions));
+  LaunchPlan plan = f.plan();
+  EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB);
+  EXPECT_EQ(plan.argv.back(), "elastic");
+  EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes), "<unset>");
 }
 
 bool has_flag(const LaunchPlan& plan, const std::string& flag, const std::string& value) {

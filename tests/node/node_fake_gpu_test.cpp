@@ -161,5 +161,37 @@ TEST_F(FakeGpuNodeTest, TimesliceModelsRunUnderTheMemcapShimAndNoMps) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/run/mps/none"));  // nothing to attach to
 }
 
+// Elastic memory on a fractions GPU: each elastic model's ceiling is its MPS pinned limit and its
+// shim cap, and the shim gets its floor and the GPU's pool (the memory less the three reserves and
+// the static model's cap); `gpufrac status` shows floor..ceiling.
+TEST_F(FakeGpuNodeTest, ElasticModelsGetTheirFloorCeilingAndTheGpusPool) {
+  std::unique_ptr<Node> node = Node::up(
+      spec(fake_model("a", "{compute: 0.5, memory: {min: 10G, max: 60G}}") +
+               fake_model("b", "{compute: 0.25, memory: {min: 0.1, max: 0.5}}") +
+               fake_model("c", "{compute: 0.25, memory: 20G}"),
+           "memcap_library: " MEMCAP_SHIM "\n"));
+  auto all = node->instances();
+  pid_t a = instance(all, "a").process.pid;
+  EXPECT_EQ(proc_env(a, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=61440M");
+  EXPECT_EQ(proc_env(a, "GPUFRAC_MEMCAP_BYTES"), std::to_string(uint64_t(60) << 30));
+  EXPECT_EQ(proc_env(a, "GPUFRAC_MEMCAP_FLOOR_BYTES"), std::to_string(uint64_t(10) << 30));
+  const std::string pool = std::to_string(uint64_t(143771 - 3 * 512 - 20480) << 20);
+  EXPECT_EQ(proc_env(a, "GPUFRAC_MEMCAP_POOL_BYTES"), pool);
+  pid_t b = instance(all, "b").process.pid;
+  EXPECT_EQ(proc_env(b, "GPUFRAC_MEMCAP_POOL_BYTES"), pool);
+  EXPECT_EQ(proc_env(b, "GPUFRAC_MEMCAP_FLOOR_BYTES"),
+            std::to_string(node->placement().instances[1].memory_floor_bytes));
+  pid_t c = instance(all, "c").process.pid;
+  EXPECT_EQ(proc_env(c, "GPUFRAC_MEMCAP_BYTES"), std::to_string(uint64_t(20) << 30));
+  EXPECT_EQ(proc_env(c, "GPUFRAC_MEMCAP_POOL_BYTES"), "<unset>");
+
+  std::string table = format_node_status(read_node_state(node->run_dir()));
+  EXPECT_NE(table.find("10 GiB..60 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find(" 20 GiB "), std::string::npos) << table;
+  Json state = node->state();
+  EXPECT_EQ(state["models"][0]["memory_floor_bytes"], uint64_t(10) << 30);
+  EXPECT_FALSE(state["models"][2].contains("memory_floor_bytes"));
+}
+
 }  // namespace
 }  // namespace gpufrac

@@ -104,6 +104,28 @@ TEST(NodeSpec, MemoryNumbersAboveOneAreBytes) {
   EXPECT_DOUBLE_EQ(*spec.models[0].fraction.compute, 1.0);
 }
 
+TEST(NodeSpec, ElasticMemoryIsAFloorAndACeiling) {
+  NodeSpec spec = parse_node_spec(R"(
+models:
+  - {name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 9G, max: 40G}}}
+  - {name: b, model: tiny, fraction: {compute: 0.25, memory: {min: 0.06, max: 25%}}}
+  - {name: c, model: tiny, fraction: {compute: 0.25, memory: {min: 0, max: 0.5}}}
+  - {name: d, model: tiny, fraction: {compute: 0.25, memory: 0.25}}
+)",
+                                  "s");
+  const FractionSpec& a = spec.models[0].fraction;
+  ASSERT_TRUE(a.elastic_memory());
+  EXPECT_EQ(*a.memory_min->bytes, 9 * (uint64_t(1) << 30));
+  EXPECT_EQ(*a.memory_max->bytes, 40 * (uint64_t(1) << 30));
+  EXPECT_FALSE(a.memory_share || a.memory_bytes);
+  const FractionSpec& b = spec.models[1].fraction;
+  EXPECT_DOUBLE_EQ(*b.memory_min->share, 0.06);
+  EXPECT_DOUBLE_EQ(*b.memory_max->share, 0.25);
+  EXPECT_EQ(*spec.models[2].fraction.memory_min->bytes, 0u);  // no floor: all shared
+  EXPECT_FALSE(spec.models[3].fraction.elastic_memory());
+  EXPECT_DOUBLE_EQ(*spec.models[3].fraction.memory_share, 0.25);
+}
+
 struct BadSpec {
   const char* yaml;
   const char* field;  // must appear in the message
@@ -142,6 +164,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "models[0].fraction.memory", "size in bytes"},
         BadSpec{"models: [{name: a, model: tiny, fraction: {memory: 150%}}]",
                 "models[0].fraction.memory", "(0, 1]"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 40G, max: 9G}}}]",
+                "models[0].fraction.memory", "min <= max"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 0.5, max: 0.25}}}]",
+                "models[0].fraction.memory", "min <= max"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 9G}}}]",
+                "models[0].fraction.memory.max", "gives both, like memory: {min: 9G, max: 40G}"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {max: 40G}}}]",
+                "models[0].fraction.memory.min", "gives both"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 9Q, max: 40G}}}]",
+                "models[0].fraction.memory.min", "size in bytes"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 9G, max: 0}}}]",
+                "models[0].fraction.memory.max", "(0, 1]"},
+        BadSpec{"models: [{name: a, model: tiny, fraction: {memory: {min: 1G, max: 2G, step: 1}}}]",
+                "models[0].fraction.memory.step", "use one of: min, max"},
         BadSpec{"models: [{name: a, model: tiny, replicas: 0}]", "models[0].replicas", "1..64"},
         BadSpec{"models: [{name: a, command: 'serve --port 80'}]", "models[0].command", "{port}"},
         BadSpec{"models: [{name: a, command: 'x {port}', model: tiny}]", "models[0].model",

@@ -336,5 +336,78 @@ models:
   EXPECT_EQ(p.instances[2].cpus, (std::vector<int>{0}));  // wrapped onto core 0 again
 }
 
+// Elastic memory: floors (+ reserves) must fit the GPU, each ceiling (+ reserve) alone too; the
+// ceilings together may be more than the GPU.
+TEST(Placement, ElasticFloorsFitTheGpuWhileCeilingsOverlap) {
+  Placement p = place(R"(
+models:
+  - {name: a, model: tiny, replicas: 4, fraction: {compute: 0.25, memory: {min: 0.25, max: 0.5}}}
+)", machine_with_gpus(1, 80 * kGiB));
+  ASSERT_EQ(p.instances.size(), 4u);
+  for (const PlacedInstance& i : p.instances) {
+    EXPECT_EQ(i.device_index, 0u);
+    EXPECT_TRUE(i.elastic_memory);
+    EXPECT_EQ(i.memory_floor_bytes, 20 * kGiB - 512 * kMiB);  // 0.25 * 80 GiB - the reserve
+    EXPECT_EQ(i.memory_cap_bytes, 40 * kGiB - 512 * kMiB);    // the ceiling
+  }
+  EXPECT_EQ(elastic_pool_bytes(p, 0, 512 * kMiB), 78 * kGiB);  // all but the four reserves
+
+  std::string error = placement_error(R"(
+models:
+  - {name: a, model: tiny, replicas: 4, fraction: {compute: 0.2, memory: {min: 0.25, max: 0.5}}}
+  - {name: b, model: tiny, fraction: {compute: 0.2, memory: {min: 1G, max: 2G}}}
+)", machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(error.find("cannot place model 'b': models[1].fraction.memory.min: needs 1 GiB + 512 "
+                       "MiB reserve, but GPU 0 has 0 B left; lower min"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Placement, StaticCapsAndElasticFloorsShareAGpu) {
+  Placement p = place(R"(
+models:
+  - {name: s, model: tiny, fraction: {compute: 0.5, memory: 0.5}}
+  - {name: e, model: tiny, fraction: {compute: 0.25, memory: {min: 10G, max: 30G}}}
+  - {name: f, model: tiny, fraction: {compute: 0.25, memory: {min: 0.001, max: 0.25}}}
+)", machine_with_gpus(1, 80 * kGiB));
+  const PlacedInstance& s = p.instances[0];
+  EXPECT_FALSE(s.elastic_memory);
+  EXPECT_EQ(s.memory_cap_bytes, 40 * kGiB - 512 * kMiB);  // static memory as before
+  EXPECT_EQ(p.instances[1].memory_floor_bytes, 10 * kGiB);
+  EXPECT_EQ(p.instances[1].memory_cap_bytes, 30 * kGiB);
+  EXPECT_EQ(p.instances[2].memory_floor_bytes, 0u);  // a floor share below the reserve: none
+  // The GPU less three reserves and the static cap.
+  EXPECT_EQ(elastic_pool_bytes(p, 0, 512 * kMiB), 80 * kGiB - 3 * 512 * kMiB - s.memory_cap_bytes);
+}
+
+TEST(Placement, ElasticMemoryErrorsNameTheFieldAndTheFix) {
+  std::string error = placement_error(
+      "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 1G, max: 80G}}}]",
+      machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(error.find("models[0].fraction.memory.max: 80 GiB + 512 MiB reserve is more than GPU "
+                       "0's 80 GiB; lower max"),
+            std::string::npos)
+      << error;
+  error = placement_error(
+      "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 0.5, max: 10G}}}]",
+      machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(error.find("models[0].fraction.memory: min (39.5 GiB) is above max (10 GiB) on GPU 0"),
+            std::string::npos)
+      << error;
+  error = placement_error(
+      "models: [{name: a, model: tiny, fraction: {compute: 0.5, memory: {min: 0, max: 0.001}}}]",
+      machine_with_gpus(1, 80 * kGiB));
+  EXPECT_NE(error.find("models[0].fraction.memory.max: leaves nothing"), std::string::npos)
+      << error;
+}
+
+TEST(Placement, ADedicatedGpuIsNotElastic) {
+  Placement p = place(
+      "mode: dedicated\nmodels: [{name: a, model: tiny, fraction: {memory: {min: 1G, max: 2G}}}]",
+      machine_with_gpus(1, 80 * kGiB));
+  EXPECT_FALSE(p.instances[0].elastic_memory);
+  EXPECT_EQ(p.instances[0].memory_cap_bytes, 80 * kGiB - 512 * kMiB);
+}
+
 }  // namespace
 }  // namespace gpufrac
