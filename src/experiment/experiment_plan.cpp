@@ -76,7 +76,12 @@ NodeSpec experiment_node_spec(const ExperimentSpec& spec, const std::string& arm
     model.model = spec.model;
     model.engine_args = spec.engine_args;
     if (arm != "dedicated") {
-      model.fraction.memory_share = 1.0 / models_per_gpu;
+      if (spec.memory_max) {
+        model.fraction.memory_min = spec.memory_min;
+        model.fraction.memory_max = spec.memory_max;
+      } else {
+        model.fraction.memory_share = 1.0 / models_per_gpu;
+      }
       if (arm == "fractions") {
         model.fraction.compute = ceiling_above_share ? spec.sm_ceiling : 1.0 / models_per_gpu;
       }

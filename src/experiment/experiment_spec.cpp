@@ -126,12 +126,21 @@ ExperimentSpec parse_experiment_spec(const std::string& yaml_text, const std::st
   }
   if (root["workload"]) parse_workload(r, root["workload"], spec);
   if (const YAML::Node& node = root["node"]) {
-    r.check_keys(node, "node", {"sm_ceiling", "context_reserve"});
+    r.check_keys(node, "node", {"sm_ceiling", "context_reserve", "memory"});
     if (node["sm_ceiling"]) spec.sm_ceiling = r.number(node["sm_ceiling"], "node.sm_ceiling", 0.01, 1);
     if (node["context_reserve"]) {
       spec.context_reserve_bytes =
           r.parsed(node["context_reserve"], "node.context_reserve",
                    [](const std::string& v) { return parse_bytes(v, "node.context_reserve"); });
+    }
+    if (const YAML::Node& memory = node["memory"]) {
+      if (!memory.IsMap()) {
+        r.fail(memory, "node.memory", "give a floor and a ceiling, like {min: 7.75G, max: 10.5G}");
+      }
+      FractionSpec elastic;
+      parse_elastic_memory(r, memory, "node.memory", elastic);
+      spec.memory_min = elastic.memory_min;
+      spec.memory_max = elastic.memory_max;
     }
   }
   const YAML::Node& runs = root["runs"];

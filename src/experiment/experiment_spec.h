@@ -11,6 +11,7 @@
 //   gpus: 1                         # GPUs (or, on the CPU, one "GPU" of all cores) used per arm
 //   engine_args: {max-num-seqs: 32, max-model-len: 4096}
 //   node: {sm_ceiling: 0.25, context_reserve: 192M}   # optional, every node of the experiment
+//   # node.memory: {min: 7.75G, max: 10.5G} gives each shared model elastic memory instead of 1/m
 //   workload: {isl: 2048, osl: 256, isl_stddev: 0, osl_stddev: 0, requests: auto, warmup: auto}
 //   runs:                           # each: an arm at one or more packings, a concurrency sweep
 //     - {arm: dedicated, models_per_gpu: 1, concurrency: [1, 2, 4, 8, 16, 32]}
@@ -27,6 +28,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "node/node_spec.h"
 
 namespace gpufrac {
 
@@ -70,6 +73,9 @@ struct ExperimentSpec {
   double sm_ceiling = 0;
   // node.context_reserve: the node's per-model reserve for the CUDA context; 0: the node default.
   uint64_t context_reserve_bytes = 0;
+  // node.memory: {min, max}: each model of a timeslice or fractions node gets elastic memory with
+  // this floor and ceiling (docs/node.md, "Elastic memory") instead of a static 1/m of the GPU.
+  std::optional<MemoryAmount> memory_min, memory_max;
   double price_per_node_hour = 1.0;
   int gpus_per_node = 8;
   int cost_models = 16;

@@ -108,31 +108,6 @@ std::string amount_text(const MemoryAmount& amount) {
   return text;
 }
 
-// memory: {min: 9G, max: 40G}. Amounts of one kind are compared here; a share against bytes only
-// on the device (placement.h).
-void parse_elastic_memory(const YamlReader& r, const YAML::Node& node, const std::string& field,
-                          FractionSpec& fraction) {
-  r.check_keys(node, field, {"min", "max"});
-  for (const char* bound : {"min", "max"}) {
-    if (!node[bound]) {
-      r.fail(node, field + "." + bound,
-             "missing; elastic memory gives both, like memory: {min: 9G, max: 40G} (or shares, "
-             "{min: 0.06, max: 0.25})");
-    }
-  }
-  fraction.memory_min = parse_memory_amount(r, node["min"], field + ".min", /*zero_allowed=*/true);
-  fraction.memory_max = parse_memory_amount(r, node["max"], field + ".max", /*zero_allowed=*/false);
-  const MemoryAmount& min = *fraction.memory_min;
-  const MemoryAmount& max = *fraction.memory_max;
-  bool above = (min.bytes && max.bytes && *min.bytes > *max.bytes) ||
-               (min.share && max.share && *min.share > *max.share);
-  if (above) {
-    r.fail(node, field,
-           "min (" + amount_text(min) + ") is above max (" + amount_text(max) +
-               "); give min <= max, like {min: 9G, max: 40G}");
-  }
-}
-
 void parse_fraction(const YamlReader& r, const YAML::Node& node, const std::string& field,
                     FractionSpec& fraction) {
   r.check_keys(node, field, {"compute", "memory"});
@@ -341,6 +316,31 @@ ModelSpec parse_model(const YamlReader& r, const YAML::Node& node, const std::st
 }
 
 }  // namespace
+
+// memory: {min: 9G, max: 40G}. Amounts of one kind are compared here; a share against bytes only
+// on the device (placement.h).
+void parse_elastic_memory(const YamlReader& r, const YAML::Node& node, const std::string& field,
+                          FractionSpec& fraction) {
+  r.check_keys(node, field, {"min", "max"});
+  for (const char* bound : {"min", "max"}) {
+    if (!node[bound]) {
+      r.fail(node, field + "." + bound,
+             "missing; elastic memory gives both, like memory: {min: 9G, max: 40G} (or shares, "
+             "{min: 0.06, max: 0.25})");
+    }
+  }
+  fraction.memory_min = parse_memory_amount(r, node["min"], field + ".min", /*zero_allowed=*/true);
+  fraction.memory_max = parse_memory_amount(r, node["max"], field + ".max", /*zero_allowed=*/false);
+  const MemoryAmount& min = *fraction.memory_min;
+  const MemoryAmount& max = *fraction.memory_max;
+  bool above = (min.bytes && max.bytes && *min.bytes > *max.bytes) ||
+               (min.share && max.share && *min.share > *max.share);
+  if (above) {
+    r.fail(node, field,
+           "min (" + amount_text(min) + ") is above max (" + amount_text(max) +
+               "); give min <= max, like {min: 9G, max: 40G}");
+  }
+}
 
 std::string_view sharing_mode_name(SharingMode mode) {
   switch (mode) {

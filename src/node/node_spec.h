@@ -37,7 +37,13 @@
 #include <utility>
 #include <vector>
 
+namespace YAML {
+class Node;
+}
+
 namespace gpufrac {
+
+class YamlReader;
 
 enum class SharingMode { kDedicated, kTimeslice, kFractions };
 enum class PlacementPolicy { kBinpack, kSpread };
@@ -122,6 +128,12 @@ struct NodeSpec {
 // Throws UsageError "<source>: <field>: <problem>; <fix>".
 NodeSpec parse_node_spec(const std::string& yaml_text, const std::string& source);
 NodeSpec load_node_spec(const std::string& path);  // reads the file, then parse_node_spec
+
+// Reads `memory: {min, max}` at `field` into fraction.memory_min/max (elastic memory); throws
+// UsageError naming the field (a bound missing, min above max). The experiment spec's
+// node.memory reads the same way.
+void parse_elastic_memory(const YamlReader& r, const YAML::Node& node, const std::string& field,
+                          FractionSpec& fraction);
 
 // The run directory the spec resolves to (see NodeSpec::run_dir).
 std::string resolve_run_dir(const NodeSpec& spec);

@@ -69,6 +69,33 @@ TEST(ExperimentPlan, SmCeilingAboveTheShareOversubscribesFractionsOnly) {
   }
 }
 
+TEST(ExperimentPlan, NodeMemoryGivesEverySharedModelTheFloorAndCeiling) {
+  ExperimentSpec spec = parse_experiment_spec(
+      "model: tiny\ndevice: cpu\nnode: {memory: {min: 7.75G, max: 10.5G}}\nruns:\n"
+      "  - {arm: fractions, models_per_gpu: [16], concurrency: [1]}\n",
+      "spec.yaml");
+  NodeSpec sixteen = experiment_node_spec(spec, "fractions", 16);
+  for (const ModelSpec& model : sixteen.models) {
+    EXPECT_FALSE(model.fraction.memory_share.has_value());
+    ASSERT_TRUE(model.fraction.elastic_memory());
+    EXPECT_EQ(*model.fraction.memory_min->bytes, uint64_t(7936) << 20);
+    EXPECT_EQ(*model.fraction.memory_max->bytes, uint64_t(10752) << 20);
+  }
+  EXPECT_TRUE(experiment_node_spec(spec, "timeslice", 16).models[3].fraction.elastic_memory());
+  EXPECT_FALSE(experiment_node_spec(spec, "dedicated", 1).models[0].fraction.memory_given());
+  for (const char* bad : {"node: {memory: 0.5}", "node: {memory: {min: 11G, max: 10G}}",
+                          "node: {memory: {min: 1G}}"}) {
+    try {
+      parse_experiment_spec(std::string("runs:\n  - {arm: dedicated, concurrency: [1]}\n") + bad,
+                            "bad.yaml");
+      ADD_FAILURE() << "no exception for " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.yaml:3: node.memory"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ExperimentPlan, FinishedPointsAreNotPlannedAgain) {
   std::string dir = testing::TempDir() + "/plan_resume";
   std::filesystem::remove_all(dir);
