@@ -361,10 +361,15 @@ void Engine::publish_gauges() {
 int Engine::back_kv(int total_blocks) {
   const int64_t now = monotonic_ns();
   if (now < kv_retry_after_ns_) return allocator_.backed_blocks();
+  const int before = allocator_.backed_blocks();
   const int backed = runner_.back_kv_blocks(total_blocks);
   if (backed < total_blocks) {
+    // All or nothing: what was mapped toward a need the device cannot meet goes back at once.
+    // Engines that wait for memory while holding part of it would wait for each other forever.
+    if (backed > before) runner_.release_kv_blocks(before);
     kv_retry_after_ns_ = now + kKvRetryNs;
     ++metrics_.kv_backing_refusals_total;
+    return before;
   }
   kv_surplus_since_ns_ = 0;
   return backed;

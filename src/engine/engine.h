@@ -181,7 +181,8 @@ class Engine {
   void finish_request(uint64_t request_id, FinishReason reason, const std::string& error = {});
   void publish_gauges();
   // Elastic KV: the allocator's backing (asks the runner for memory, at most every
-  // kKvRetryNs after a refusal), and the release of chunks unused for kv_release_delay_ms.
+  // kKvRetryNs after a refusal; all or nothing: a refused need keeps none of what was mapped for
+  // it), and the release of chunks unused for kv_release_delay_ms.
   int back_kv(int total_blocks);
   void release_idle_kv(int64_t now_ns);
   // When the loop must wake without news: a retry of KV memory or a release is due (0: never).

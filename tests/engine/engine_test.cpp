@@ -372,6 +372,35 @@ TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
   EXPECT_EQ(sink->tokens(), solo_tokens(requests[0]));
 }
 
+// A request the device has no memory for waits holding none of it: what could be mapped toward
+// its need goes back at once (engines that each held part of the memory while waiting for the
+// rest would wait for each other forever). Once the memory is there, the request runs.
+TEST(Engine, ElasticKvWaitsHoldingNothing) {
+  std::atomic<int> device_blocks{8};
+  fakes::FakeRunnerOptions ro;
+  ro.elastic_chunk_blocks = 4;
+  ro.elastic_limit_blocks = &device_blocks;
+  fakes::FakeRunner runner(ro);
+  EngineOptions o = small_engine(64);
+  o.elastic_kv = true;
+  Engine engine(runner, o);
+  engine.start();
+  auto sink = std::make_shared<CollectingSink>();
+  EngineRequest twelve_blocks = request(prompt_of(40, 3), 8);  // 48 tokens: 12 blocks of 4
+  ASSERT_EQ(engine.submit(engine.new_request_id(), twelve_blocks, sink),
+            Engine::Admission::kAccepted);
+  for (int i = 0; i < 100 && engine.metrics().kv_backing_refusals_total.load() < 3; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(engine.metrics().kv_backing_refusals_total.load(), 3u);
+  EXPECT_EQ(sink->finishes(), 0);
+  EXPECT_EQ(runner.backed_blocks(), 0);
+  EXPECT_EQ(runner.most_backed_blocks(), 8);  // mapped, then given back
+  device_blocks = 12;
+  ASSERT_TRUE(sink->wait());
+  EXPECT_EQ(sink->tokens(), solo_tokens(twelve_blocks));
+}
+
 // A busy engine keeps its chunks: nothing is released while steps run back to back.
 TEST(Engine, ElasticKvKeepsItsChunksUnderSteadyLoad) {
   fakes::FakeRunnerOptions ro;
