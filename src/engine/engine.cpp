@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -15,8 +17,13 @@ namespace gpufrac::engine {
 
 namespace {
 
-// After the device refuses KV memory, how long the engine waits before asking again.
+// After the device refuses KV memory, how long the engine waits before asking again: 10-30 ms,
+// drawn per refusal, so that engines waiting for the same memory do not ask in lockstep.
 constexpr int64_t kKvRetryNs = 20'000'000;
+
+int64_t kv_retry_delay_ns(uint64_t engine_seed, uint64_t refusal) {
+  return kKvRetryNs / 2 + int64_t(splitmix64_nth(engine_seed, refusal) % uint64_t(kKvRetryNs));
+}
 
 void check_request(const EngineRequest& r, const ModelConfig& config, int max_model_len) {
   if (r.prompt.empty()) throw std::invalid_argument("empty prompt");
@@ -367,8 +374,10 @@ int Engine::back_kv(int total_blocks) {
     // All or nothing: what was mapped toward a need the device cannot meet goes back at once.
     // Engines that wait for memory while holding part of it would wait for each other forever.
     if (backed > before) runner_.release_kv_blocks(before);
-    kv_retry_after_ns_ = now + kKvRetryNs;
-    ++metrics_.kv_backing_refusals_total;
+    const uint64_t refusal = ++metrics_.kv_backing_refusals_total;
+    // Seeded by the process and the engine, so that engines of different processes differ.
+    kv_retry_after_ns_ =
+        now + kv_retry_delay_ns((uint64_t(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(this), refusal);
     return before;
   }
   kv_surplus_since_ns_ = 0;

@@ -144,6 +144,15 @@ int KvPoolMemory::back(int blocks, cudaStream_t stream) {
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device_;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  // A need the process cannot meet now is refused before anything is mapped: cudaMemGetInfo's
+  // free is what it may still take (under the memcap shim, within its ceiling and its pool too).
+  // Engines that each mapped part of the memory and waited for the rest would take turns forever.
+  const int64_t missing_chunks = wanted_chunks - mapped_chunks();
+  size_t free_bytes = 0, total_bytes = 0;
+  if (missing_chunks > 0 && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess &&
+      free_bytes < uint64_t(missing_chunks) * run * uint64_t(segments_)) {
+    return backed_blocks();
+  }
   while (mapped_chunks() < wanted_chunks) {
     // One allocation per segment (cuMemMap maps a handle whole, from offset 0).
     const uint64_t offset = uint64_t(mapped_chunks()) * run;

@@ -7,7 +7,8 @@
 // (cuMemCreate, so the driver's MPS limit and the memcap shim count it; cuMemMap maps a handle
 // whole), zeroed when mapped; a chunk is mapped whole or not at all. back() maps
 // chunks in order until the asked-for blocks are backed or the device refuses memory (not an
-// error: it returns what is backed); release() unmaps and frees the chunks past a block, and the
+// error: it returns what is backed), and maps nothing when the memory cudaMemGetInfo reports
+// free cannot hold all the chunks asked for; release() unmaps and frees the chunks past a block, and the
 // caller must make sure no GPU work still uses them. Any other driver failure throws
 // RuntimeFailure. The address range never moves, so kernels and captured graphs keep their
 // pointers. The driver's VMM entry points are looked up through the runtime
