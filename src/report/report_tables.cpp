@@ -104,6 +104,24 @@ std::vector<int> concurrencies(const ResultSet& set) {
   return {all.begin(), all.end()};
 }
 
+// Under a throughput table whose points all ran without a GPU (no machine.gpu in any summary).
+constexpr const char* kCpuAnalogueNote =
+    "CPU run: the arms share the CPU's cores as they would a GPU's SMs (dedicated: one engine on "
+    "all cores; timeslice: the models take turns, one step at a time, on all cores; fractions: "
+    "each model on its own cores), so the rows show what taking turns costs against running side "
+    "by side; they do not show a GPU's memory bandwidth, MPS or memory caps, and their numbers do "
+    "not predict a GPU's.";
+
+bool ran_on_cpu(const MatchedRows& rows) {
+  auto on_cpu = [](const ArmGroup& g) {
+    return std::all_of(g.closed.begin(), g.closed.end(),
+                       [](const RunPoint& p) { return p.gpu_name.empty(); });
+  };
+  return on_cpu(*rows.dedicated) &&
+         std::all_of(rows.shared.begin(), rows.shared.end(),
+                     [&](const ArmGroup* g) { return on_cpu(*g); });
+}
+
 }  // namespace
 
 std::vector<Table> throughput_tables(const ResultSet& set) {
@@ -147,6 +165,7 @@ std::vector<Table> throughput_tables(const ResultSet& set) {
         if (!why.empty()) t.footnote += (t.footnote.empty() ? "" : "\n\n") + why;
       }
     }
+    if (ran_on_cpu(rows)) t.footnote += std::string(t.footnote.empty() ? "" : "\n\n") + kCpuAnalogueNote;
     tables.push_back(std::move(t));
   }
   return tables;

@@ -5,7 +5,9 @@
 //   per requests-resident-per-GPU value R at which the dedicated arm and at least one shared arm
 //   were measured: shared at c = R/m vs dedicated at R (m x c). A shared arm without a point at R
 //   prints "—"; points with no partner are named in the footnote, and where fractions trail
-//   timeslice the throughput table's footnote says why (fractions_trail_note.h).
+//   timeslice the throughput table's footnote says why (fractions_trail_note.h). Under a
+//   throughput table of points that ran without a GPU, one line says what the CPU analogue does
+//   and does not show.
 // - cost: serving N models at equal concurrency per model (CostModel), a row per concurrency any
 //   arm was measured at; change = shared $/1M / dedicated $/1M - 1.
 // - appendix: each run's total tok/s at equal concurrency per model, a row per concurrency.

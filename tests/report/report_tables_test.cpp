@@ -104,7 +104,7 @@ TEST(FractionsTrailNote, NamesTheTrailingRowsWithWhatAShareKept) {
   const Table t = throughput_tables(group_run_points(fractions_trail_at_c1(), {})).at(0);
   size_t at = t.footnote.find("Why fractions trail timeslice at 2 req/GPU:");
   ASSERT_NE(at, std::string::npos) << t.footnote;
-  std::string why = t.footnote.substr(at);
+  std::string why = t.footnote.substr(at, t.footnote.find("\n\n", at) - at);  // its paragraph
   EXPECT_EQ(why.find('\n'), std::string::npos) << "one line";
   // E = 80 / 2 / 100; 2 x E; S = 110 / 100. Row 4 req/GPU (210 > 200) is not named.
   EXPECT_NE(why.find("a model made 40% of its tok/s alone"), std::string::npos) << why;
@@ -122,6 +122,18 @@ TEST(FractionsTrailNote, NothingWhereFractionsLeadEveryRow) {
   const Table t = throughput_tables(group_run_points(points, {})).at(0);
   EXPECT_EQ(t.footnote.find("Why"), std::string::npos) << t.footnote;
   EXPECT_EQ(t.footnote.find("trail"), std::string::npos) << t.footnote;
+}
+
+TEST(CpuAnalogueNote, OneLineUnderTablesOfCpuRunsOnly) {
+  std::vector<RunPoint> points = fractions_trail_at_c1();  // no machine.gpu: a CPU run
+  const Table cpu = throughput_tables(group_run_points(points, {})).at(0);
+  size_t at = cpu.footnote.find("CPU run: the arms share the CPU's cores");
+  ASSERT_NE(at, std::string::npos) << cpu.footnote;
+  EXPECT_EQ(cpu.footnote.find('\n', at), std::string::npos) << "one line, the last";
+  EXPECT_NE(cpu.footnote.find("do not predict a GPU's"), std::string::npos) << cpu.footnote;
+  for (RunPoint& p : points) p.gpu_name = "NVIDIA H200";
+  const Table gpu = throughput_tables(group_run_points(points, {})).at(0);
+  EXPECT_EQ(gpu.footnote.find("CPU run"), std::string::npos) << gpu.footnote;
 }
 
 TEST(FractionsTrailNote, ARowWithoutDedicatedAtTheSameCIsNamedWithoutNumbers) {
