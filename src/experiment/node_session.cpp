@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/run_label.h"
+#include "experiment/engine_counters.h"
 #include "experiment/experiment_plan.h"
 #include "node/node.h"
 
@@ -44,11 +45,14 @@ void run_node_session(const ExperimentSpec& spec, const std::string& arm, int mo
     if (point.open_loop) name << rate; else name << concurrency;
     if (clock) clock->begin_point(name.str());
     std::ostringstream table;
+    const EngineCounters before = scrape_engine_counters(node->instances());
     try {
       run_bench(point, table);
     } catch (const BenchCancelled&) {
       return;  // interrupted: the caller stops and takes the node down
     }
+    write_engine_counters(point_directory(point, concurrency, rate),
+                          scrape_engine_counters(node->instances()) - before);
     if (clock) clock->end_point();
     if (table_out && !interrupted()) *table_out << table.str() << std::flush;
   };

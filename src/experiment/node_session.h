@@ -1,6 +1,7 @@
 // One node session of an experiment: bring the node of (arm, models per GPU) up, drive the given
 // run points through its router one at a time with bench (every model at once), take it down —
 // also when a point throws or the run is interrupted. Used by the sweep and the packing search.
+// Each finished point's directory also gets engine-counters.json (engine_counters.h).
 #pragma once
 
 #include <functional>

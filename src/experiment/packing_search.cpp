@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "experiment/engine_counters.h"
 #include "experiment/experiment_plan.h"
 #include "experiment/node_session.h"
 
@@ -47,12 +48,47 @@ PackingProbe judge_probe(const std::string& summary_path, int models_per_gpu,
     const Json& metrics = target.at("metrics");
     probe.worst_ttft_p90_ms = std::max(probe.worst_ttft_p90_ms, stat(metrics, "ttft_ms", "p90"));
     probe.worst_itl_p50_ms = std::max(probe.worst_itl_p50_ms, stat(metrics, "itl_ms", "p50"));
+    probe.completed_requests += metrics.value("completed", 0);
     probe.failed_requests += metrics.value("failed", 0);
   }
   probe.passed = !summary.at("targets").empty() && probe.failed_requests == 0 &&
                  probe.worst_ttft_p90_ms <= slo.ttft_p90_ms &&
                  probe.worst_itl_p50_ms <= slo.itl_p50_ms;
+  EngineCounters counters;
+  if (read_engine_counters(std::filesystem::path(summary_path).parent_path().string(), counters)) {
+    probe.preemptions = counters.preemptions;
+    probe.backing_refusals = counters.backing_refusals;
+  }
+  probe.limit = probe_limit(probe, slo);
   return probe;
+}
+
+std::string probe_limit(const PackingProbe& probe, const ExperimentSlo& slo) {
+  char text[160];
+  if (!probe.started) {
+    const std::string& why = probe.not_started_reason;
+    bool memory = why.find("memory") != std::string::npos ||
+                  why.find("out of memory") != std::string::npos ||
+                  why.find("cannot place") != std::string::npos;
+    return memory ? "memory: did not start" : "did not start";
+  }
+  if (probe.passed) return "";
+  // Thrash: on average every request was preempted (and recomputed) at least once.
+  if (probe.preemptions > 0 && probe.preemptions >= probe.completed_requests) {
+    std::snprintf(text, sizeof text, "memory: KV thrash (%.0f preemptions)", probe.preemptions);
+    return text;
+  }
+  if (probe.failed_requests > 0) {
+    std::snprintf(text, sizeof text, "%d request(s) failed", probe.failed_requests);
+    return text;
+  }
+  if (probe.worst_itl_p50_ms > slo.itl_p50_ms) return "compute: ITL p50 over the SLO";
+  if (probe.backing_refusals > 0) {
+    std::snprintf(text, sizeof text, "memory: requests waited for KV memory (%.0f refusals)",
+                  probe.backing_refusals);
+    return text;
+  }
+  return "queueing: TTFT p90 over the SLO with ITL within it";
 }
 
 PackingSearchResult search_packings(int max_models_per_gpu,
@@ -103,6 +139,7 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
         p.models_per_gpu = m;
         p.started = false;
         p.not_started_reason = e.what();
+        p.limit = probe_limit(p, spec.slo);
         return p;
       }
     }
@@ -121,7 +158,9 @@ PackingSearchResult run_packing_search(const ExperimentSpec& spec,
                         {"worst_ttft_p90_ms", p.worst_ttft_p90_ms},
                         {"worst_itl_p50_ms", p.worst_itl_p50_ms},
                         {"failed_requests", p.failed_requests}, {"summary", p.summary_path},
-                        {"started", p.started}, {"not_started_reason", p.not_started_reason}});
+                        {"started", p.started}, {"not_started_reason", p.not_started_reason},
+                        {"preemptions", p.preemptions}, {"backing_refusals", p.backing_refusals},
+                        {"limit", p.limit}});
     }
     Json record = {
         {"arm", search.arm},
@@ -147,8 +186,8 @@ std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSea
       << spec.osl << "); SLO: TTFT p90 <= " << spec.slo.ttft_p90_ms
       << " ms and ITL p50 <= " << spec.slo.itl_p50_ms
       << " ms for every model, no failed request.\n\n"
-      << "| models/GPU | worst TTFT p90 (ms) | worst ITL p50 (ms) | failed | meets SLO |\n"
-      << "|---:|---:|---:|---:|:---|\n";
+      << "| models/GPU | worst TTFT p90 (ms) | worst ITL p50 (ms) | failed | meets SLO | limit |\n"
+      << "|---:|---:|---:|---:|:---|:---|\n";
   std::vector<PackingProbe> probes = result.probes;
   std::sort(probes.begin(), probes.end(),
             [](const auto& a, const auto& b) { return a.models_per_gpu < b.models_per_gpu; });
@@ -156,13 +195,13 @@ std::string packing_search_markdown(const ExperimentSpec& spec, const PackingSea
   char line[256];
   for (const PackingProbe& p : probes) {
     if (p.started) {
-      std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s |\n", p.models_per_gpu,
+      std::snprintf(line, sizeof line, "| %d | %.1f | %.2f | %d | %s | %s |\n", p.models_per_gpu,
                     p.worst_ttft_p90_ms, p.worst_itl_p50_ms, p.failed_requests,
-                    p.passed ? "yes" : "no");
+                    p.passed ? "yes" : "no", p.passed ? "—" : p.limit.c_str());
       out << line;
       continue;
     }
-    out << "| " << p.models_per_gpu << " | — | — | — | no: did not start |\n";
+    out << "| " << p.models_per_gpu << " | — | — | — | no: did not start | " << p.limit << " |\n";
     not_started << "\n" << p.models_per_gpu << " model(s) per GPU did not start: "
                 << last_log_line(p.not_started_reason) << "\n";
   }

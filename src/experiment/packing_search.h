@@ -6,7 +6,8 @@
 // node started, every request completed and, for every model, TTFT p90 <= slo.ttft_p90_ms and
 // ITL p50 <= slo.itl_p50_ms. Each probe is a node brought up, one open-loop point, the node down;
 // its results stay in spec.output/packing/<arm>-m<m>/r<rate>/ and a probe whose summary exists is
-// read instead of run again. The outcome is also written to spec.output/packing.json.
+// read instead of run again. The outcome is also written to spec.output/packing.json. A probe that
+// fails says why (probe_limit): memory or compute.
 #pragma once
 
 #include <functional>
@@ -23,11 +24,22 @@ struct PackingProbe {
   bool passed = false;
   double worst_ttft_p90_ms = 0;  // over the models
   double worst_itl_p50_ms = 0;
+  int completed_requests = 0;
   int failed_requests = 0;
   std::string summary_path;
   bool started = true;     // false: the node could not be brought up (see not_started_reason)
   std::string not_started_reason;
+  // The engines' KV preemptions and backing refusals during the probe (engine_counters.h);
+  // -1: not recorded.
+  double preemptions = -1;
+  double backing_refusals = -1;
+  // Why a probe failed, in words: "memory: ..." (did not start, KV thrash, waiting for KV
+  // memory) or "compute: ..." (ITL over the SLO), or queueing; empty when it passed.
+  std::string limit;
 };
+
+// The `limit` of a judged (or not started) probe.
+std::string probe_limit(const PackingProbe& probe, const ExperimentSlo& slo);
 
 struct PackingSearchResult {
   std::vector<PackingProbe> probes;  // in the order they ran

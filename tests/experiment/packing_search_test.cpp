@@ -1,5 +1,7 @@
 #include "experiment/packing_search.h"
 
+#include "experiment/engine_counters.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -100,6 +102,51 @@ TEST(PackingSearch, JudgesEveryModelAgainstTheSlo) {
   EXPECT_DOUBLE_EQ(slow.worst_ttft_p90_ms, 1200);
   EXPECT_FALSE(judge_probe(write(900, 31, 0), 2, slo).passed);
   EXPECT_FALSE(judge_probe(write(900, 20, 1), 2, slo).passed);
+}
+
+TEST(PackingSearch, AFailedProbeSaysWhetherMemoryOrComputeLimitedIt) {
+  std::string dir = testing::TempDir() + "/packing_limit";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto write = [&](double ttft_p90, double itl_p50) {
+    Json metrics = {{"ttft_ms", {{"p90", ttft_p90}}}, {"itl_ms", {{"p50", itl_p50}}},
+                    {"completed", 24}, {"failed", 0}};
+    Json summary = {{"targets", {{{"model", "m0"}, {"metrics", metrics}}}}};
+    std::ofstream(dir + "/summary.json") << summary.dump();
+    return dir + "/summary.json";
+  };
+  ExperimentSlo slo{1000, 30};
+  EXPECT_EQ(judge_probe(write(900, 20), 2, slo).limit, "");
+  EXPECT_EQ(judge_probe(write(900, 31), 2, slo).limit, "compute: ITL p50 over the SLO");
+  PackingProbe queued = judge_probe(write(5000, 20), 2, slo);
+  EXPECT_EQ(queued.limit, "queueing: TTFT p90 over the SLO with ITL within it");
+  EXPECT_EQ(queued.preemptions, -1);  // no engine-counters.json
+  write_engine_counters(dir, {3, 7, 2});
+  PackingProbe waited = judge_probe(write(5000, 20), 2, slo);
+  EXPECT_EQ(waited.limit, "memory: requests waited for KV memory (7 refusals)");
+  EXPECT_EQ(waited.preemptions, 3);
+  write_engine_counters(dir, {24, 0, 2});  // as many preemptions as requests
+  EXPECT_EQ(judge_probe(write(5000, 40), 2, slo).limit, "memory: KV thrash (24 preemptions)");
+  PackingProbe not_started;
+  not_started.started = false;
+  not_started.not_started_reason = "cannot place model 'm3': needs 9 GiB";
+  EXPECT_EQ(probe_limit(not_started, slo), "memory: did not start");
+}
+
+TEST(EngineCounters, SumsEveryLabelSetOfTheTwoCounters) {
+  EngineCounters c = parse_engine_counters(
+      "# HELP vllm:num_preemptions_total Preemptions\n"
+      "# TYPE vllm:num_preemptions_total counter\n"
+      "vllm:num_preemptions_total{model_name=\"a\",engine=\"0\"} 2\n"
+      "vllm:num_preemptions_total{model_name=\"b\",engine=\"0\"} 3\n"
+      "vllm:num_preemptions_total_other 100\n"
+      "gpufrac:kv_cache_backing_refusals_total{model_name=\"a\"} 11\n"
+      "gpufrac:kv_cache_mapped_bytes{model_name=\"a\"} 4096\n");
+  EXPECT_EQ(c.preemptions, 5);
+  EXPECT_EQ(c.backing_refusals, 11);
+  EngineCounters d = c - EngineCounters{1, 1, 1};
+  EXPECT_EQ(d.preemptions, 4);
+  EXPECT_EQ(d.backing_refusals, 10);
 }
 
 TEST(PackingSearch, MarkdownListsProbesInOrderAndWhyAPackingDidNotStart) {
