@@ -5,12 +5,17 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "node/engine_metrics_relay.h"
 #include "node/request_model.h"
 
 namespace gpufrac {
 namespace {
+
+// How long GET /metrics waits for each engine's /metrics (loopback; a stuck engine is left out).
+constexpr double kEngineMetricsTimeoutS = 2;
 
 void send_error(HttpResponse& response, int status, const std::string& message, const char* type,
                 const char* param, const char* code, std::vector<std::string> headers = {}) {
@@ -424,19 +429,35 @@ void Router::handle_health(std::shared_ptr<HttpResponse> response) {
 
 void Router::handle_metrics(std::shared_ptr<HttpResponse> response) {
   std::vector<ModelMetricsRow> rows;
+  std::vector<std::pair<std::string, std::string>> engines;  // replica label, /metrics URL
   {
     std::lock_guard lock(mutex_);
     for (size_t m = 0; m < models_.size(); ++m) {
       ModelMetricsRow row{models_[m].config.name, &models_[m].counters,         0, 0,
                           held_.waiting(m),       models_[m].limit->in_flight()};
-      for (const Replica& r : models_[m].replicas) {
+      for (size_t i = 0; i < models_[m].replicas.size(); ++i) {
+        const Replica& r = models_[m].replicas[i];
         row.restarts += r.state.restarts;
         row.ready_replicas += r.state.ready ? 1 : 0;
+        if (r.state.ready) {
+          engines.emplace_back(models_[m].config.name + "/" + std::to_string(i),
+                               "http://" + r.upstream.authority() + "/metrics");
+        }
       }
       rows.push_back(std::move(row));
     }
   }
-  response->send(200, "text/plain; version=0.0.4", render_router_metrics(rows));
+  std::string own = render_router_metrics(rows);
+  // The engines are asked off the loop thread (a handler must not block); the thread holds
+  // copies and the response only, so it may outlive the router.
+  std::thread([own = std::move(own), engines = std::move(engines), response] {
+    std::vector<EngineExposition> expositions;
+    for (const auto& [replica, url] : engines) {
+      HttpReply reply = http_get(url, kEngineMetricsTimeoutS);
+      if (reply.ok()) expositions.push_back({replica, std::move(reply.body)});
+    }
+    response->send(200, "text/plain; version=0.0.4", own + merge_engine_expositions(expositions));
+  }).detach();
 }
 
 }  // namespace gpufrac

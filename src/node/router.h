@@ -5,7 +5,9 @@
 // disconnects closes the upstream request). GET /v1/models lists every model with its readiness;
 // GET /health is 200 when every model has a ready replica, else 503; GET /ping is 200 while the
 // router runs (a probe that needs no key); GET /metrics is the router's Prometheus text
-// (router_metrics.h).
+// (router_metrics.h) followed by every ready replica's own /metrics, each sample labelled
+// replica="<model>/<index>" (engine_metrics_relay.h; an engine that does not answer within 2 s
+// is left out of that scrape).
 //
 // Nothing lost when an engine dies:
 //   - Hold: a request for a model with no replica to serve it (starting, restarting) waits here,

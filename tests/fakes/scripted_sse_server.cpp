@@ -171,6 +171,19 @@ ScriptedSseServer::ScriptedSseServer(ScriptedSseOptions options)
   http_.route("GET", "/health", [](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
     r->send(200, "application/json", "{}");
   });
+  // Two of vLLM's series, as gpufrac serve names them, for the router's relay.
+  http_.route("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponse> r) {
+    const std::string labels = "{model_name=\"" + options_.models.front() + "\"}";
+    const int64_t finished = finished_.load();
+    r->send(200, "text/plain; version=0.0.4",
+            "# HELP vllm:request_success_total Requests finished.\n"
+            "# TYPE vllm:request_success_total counter\n"
+            "vllm:request_success_total" + labels + " " + std::to_string(finished) + "\n"
+            "# HELP vllm:num_requests_running Requests in the running batch.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            "vllm:num_requests_running" + labels + " " +
+                std::to_string(requests_.load() - finished) + "\n");
+  });
 }
 
 ScriptedSseServer::~ScriptedSseServer() {

@@ -12,7 +12,9 @@
 // finish_reason "length" (with `finish_chunk`, a chunk of its own with no text carries it, one
 // chunk interval later, followed at once by the usage chunk and [DONE]).
 // GET /v1/models lists `models`; GET /health answers 200 (the readiness path of vLLM and
-// `gpufrac serve`, so a node can run it as a built-in engine: tests/fakes/fake_gpufrac_serve).
+// `gpufrac serve`, so a node can run it as a built-in engine: tests/fakes/fake_gpufrac_serve);
+// GET /metrics gives vllm:request_success_total (requests finished) and
+// vllm:num_requests_running, labelled model_name = the first of `models`.
 //
 // Its tokenizer is a toy (toy_text_tokens): every run of non-space characters counts
 // ceil(length / 4) tokens, spaces count nothing. A chat request adds 5 tokens per message

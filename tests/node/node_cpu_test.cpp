@@ -75,6 +75,19 @@ TEST_F(CpuNodeTest, TwoModelsAnswerLoadThroughTheRouter) {
   EXPECT_EQ(bad, 0);
   HttpReply models = http_get(node->url() + "/v1/models");
   EXPECT_EQ(Json::parse(models.body)["data"].size(), 2u);
+  // The router's /metrics carries the engines' own series, once per family, per replica.
+  std::string metrics = http_get(node->url() + "/metrics").body;
+  EXPECT_NE(metrics.find("gpufrac:node_requests_total{model=\"a\"} 30"), std::string::npos)
+      << metrics;
+  for (const char* replica : {"a/0", "b/0"}) {
+    size_t at = metrics.find(std::string("vllm:request_success_total{replica=\"") + replica);
+    ASSERT_NE(at, std::string::npos) << replica << "\n" << metrics;
+    std::string line = metrics.substr(at, metrics.find('\n', at) - at);
+    EXPECT_EQ(line.substr(line.rfind(' ') + 1), "30") << line;
+  }
+  size_t type = metrics.find("# TYPE vllm:request_success_total counter");
+  ASSERT_NE(type, std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("# TYPE vllm:request_success_total counter", type + 1), std::string::npos);
   EXPECT_EQ(http_post_json(node->url() + "/v1/completions", body("nope", 2)).status, 404);
 
   std::string run_dir = node->run_dir();
