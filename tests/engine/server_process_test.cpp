@@ -124,6 +124,36 @@ TEST(SERVE_SUITE, ConcurrentClientsCompleteAndNoKvBlockLeaks) {
   EXPECT_EQ(serve.terminate(), 0) << serve.log();
 }
 
+// --memory-budget elastic: nothing is mapped before the first request, KV is mapped while a
+// request runs, and once it is done the chunks go back after --kv-release-delay.
+TEST(SERVE_SUITE, ElasticKvMapsUnderLoadAndGivesItBackAfterTheReleaseDelay) {
+  int port = free_port();
+  ServeProcess serve({"--model", SERVE_MODEL, "--device", SERVE_DEVICE, "--port",
+                      std::to_string(port), "--max-model-len", "256", "--memory-budget", "elastic",
+                      "--kv-release-delay", "200ms", "--max-num-seqs", "8", "--threads", "2"});
+  ASSERT_TRUE(serve.wait_healthy(port, 300s)) << serve.log();
+  EXPECT_EQ(scrape(port, "gpufrac:kv_cache_mapped_bytes"), 0);
+  std::vector<StreamOutcome> outcomes(8);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&, i] { outcomes[i] = stream(port, stream_body(i, 200)); });
+  }
+  bool mapped = false;
+  for (int i = 0; i < 200 && !mapped; ++i) {
+    mapped = scrape(port, "gpufrac:kv_cache_mapped_bytes") > 0;
+    if (!mapped) std::this_thread::sleep_for(10ms);
+  }
+  for (auto& c : clients) c.join();
+  const auto done = std::chrono::steady_clock::now();
+  EXPECT_TRUE(mapped) << "no KV mapped while 8 requests ran";
+  for (const StreamOutcome& o : outcomes) EXPECT_EQ(o.completion_tokens, 200);
+  EXPECT_TRUE(metric_reaches(port, "gpufrac:kv_cache_mapped_bytes", 0)) << serve.log();
+  // 200 ms, not the default 2 s (a wide bound: the machine may be busy).
+  EXPECT_LT(std::chrono::steady_clock::now() - done, 1500ms);
+  EXPECT_EQ(scrape(port, "vllm:num_preemptions_total"), 0);
+  EXPECT_EQ(serve.terminate(), 0) << serve.log();
+}
+
 // Runs `gpufrac bench` against the server; returns its summary.json aggregate (null when it wrote
 // none). Its exit status is not checked: bench fails when no request completed, which the timeout
 // run below wants.

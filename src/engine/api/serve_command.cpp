@@ -79,6 +79,11 @@ CliArgs serve_args() {
               "and 2%; elastic = map KV memory in chunks as requests need it and give idle "
               "chunks back (a request the device has no memory for waits)",
               "auto")
+      .option("kv-release-delay", "DURATION",
+              "elastic: how long a KV chunk stays mapped after its last use with no step "
+              "running before it goes back to the device (e.g. 250ms, 2s); shorter frees memory "
+              "for neighbours sooner, longer maps and unmaps less under a steady load",
+              "2s")
       .option("max-waiting-requests", "N",
               "requests that may wait for a slot; beyond that new requests get HTTP 429", "4096")
       .option("max-request-bytes", "BYTES", "largest request body accepted (larger: HTTP 413)",
@@ -241,6 +246,11 @@ int serve_command(int argc, char** argv) {
                                   "a step may carry one decode per running sequence");
   uint64_t max_request_bytes = parse_bytes(args.get("max-request-bytes"), "--max-request-bytes");
   std::string memory_budget = args.get("memory-budget");
+  const double release_delay_s = parse_seconds(args.get("kv-release-delay"), "--kv-release-delay");
+  if (!(release_delay_s >= 0 && release_delay_s <= 3600)) {
+    throw UsageError("--kv-release-delay must be between 0 and 1h, e.g. 250ms or 2s");
+  }
+  options.kv_release_delay_ms = int64_t(release_delay_s * 1000 + 0.5);
   // The runner sizes its step buffers and decode graphs for these limits, not for the defaults.
   runner_options.max_num_batched_tokens = options.scheduler.max_num_batched_tokens;
   runner_options.max_num_seqs = options.scheduler.max_num_seqs;
