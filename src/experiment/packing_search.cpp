@@ -110,6 +110,12 @@ PackingSearchResult search_packings(int max_models_per_gpu,
     fail = m;
     if (p.started) break;
   }
+  // The packing just below the first one that started and missed: at light load the answer is
+  // usually there, and one probe beats a bisection from 0.
+  if (pass == 0 && fail > 1 && fail <= max_models_per_gpu && !interrupted()) {
+    if (run(fail - 1).passed) pass = fail - 1;
+    else --fail;
+  }
   while (fail - pass > 1 && !interrupted()) {
     int mid = pass + (fail - pass) / 2;
     if (run(mid).passed) pass = mid;

@@ -2,7 +2,8 @@
 // model receives `rate` requests/s (open loop). Probes from the top, since light load is limited
 // by memory before compute: the spec's maximum first, then one fewer while a packing does not
 // even start (a node that cannot be brought up fails in seconds); the first packing that starts
-// ends the search if it meets the SLO, else the search bisects below it. A probe passes when the
+// ends the search if it meets the SLO, else the one below it is probed (at light load the answer
+// is usually there) and, if that misses too, the search bisects below it. A probe passes when the
 // node started, every request completed and, for every model, TTFT p90 <= slo.ttft_p90_ms and
 // ITL p50 <= slo.itl_p50_ms. Each probe is a node brought up, one open-loop point, the node down;
 // its results stay in spec.output/packing/<arm>-m<m>/r<rate>/ and a probe whose summary exists is

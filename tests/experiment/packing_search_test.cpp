@@ -62,9 +62,17 @@ TEST(PackingSearch, MemoryBoundSearchRunsOneLoadProbe) {
 TEST(PackingSearch, ComputeBoundSearchBisectsBelowTheFirstPackingThatStarts) {
   std::vector<int> asked;
   EXPECT_EQ(search(12, 16, 16, &asked), 12);
-  EXPECT_EQ(asked, (std::vector<int>{16, 8, 12, 14, 13}));
+  EXPECT_EQ(asked, (std::vector<int>{16, 15, 7, 11, 13, 12}));
   EXPECT_EQ(search(0, 16, 16, &asked), 0);
-  EXPECT_EQ(asked, (std::vector<int>{16, 8, 4, 2, 1}));
+  EXPECT_EQ(asked, (std::vector<int>{16, 15, 7, 3, 1}));
+}
+
+TEST(PackingSearch, OneBelowTheFirstMissIsProbedBeforeBisecting) {
+  std::vector<int> asked;
+  EXPECT_EQ(search(16, 18, 17, &asked), 16);  // 17 starts and misses, 16 passes: two probes
+  EXPECT_EQ(asked, (std::vector<int>{17, 16}));
+  EXPECT_EQ(search(16, 17, 18, &asked), 16);  // 18 does not start, 17 misses, 16 passes
+  EXPECT_EQ(asked, (std::vector<int>{18, 17, 16}));
 }
 
 TEST(PackingSearch, StopsWhenInterrupted) {
