@@ -67,9 +67,8 @@ std::string probe_limit(const PackingProbe& probe, const ExperimentSlo& slo) {
   char text[160];
   if (!probe.started) {
     const std::string& why = probe.not_started_reason;
-    bool memory = why.find("memory") != std::string::npos ||
-                  why.find("out of memory") != std::string::npos ||
-                  why.find("cannot place") != std::string::npos;
+    const bool memory =
+        why.find("memory") != std::string::npos || why.find("cannot place") != std::string::npos;
     return memory ? "memory: did not start" : "did not start";
   }
   if (probe.passed) return "";

@@ -169,24 +169,29 @@ TEST_F(TinyCudaVsCpu, ManySequencesUseLargerBuckets) {
   for (int i = 0; i < 4; ++i) step(all, 1);  // bucket 48
 }
 
-TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
-  auto with_graphs = make_tiny_cuda(true);
-  auto eager = make_tiny_cuda(false);
-  std::mt19937 rng(99);
-  BlockCounter blocks(kBlockSize);
+// Three sequences of 3, 20 and 50 random tiny tokens, each with blocks for 16 tokens more.
+struct ThreeSequences {
   std::vector<std::unique_ptr<TestSequence>> owned;
   std::vector<TestSequence*> all;
-  for (int length : {3, 20, 50}) {
-    owned.push_back(std::make_unique<TestSequence>());
-    owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
-    owned.back()->blocks = blocks.take(length + 16);
-    all.push_back(owned.back().get());
+  ThreeSequences(std::mt19937& rng, BlockCounter& blocks) {
+    for (int length : {3, 20, 50}) {
+      owned.push_back(std::make_unique<TestSequence>());
+      owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
+      owned.back()->blocks = blocks.take(length + 16);
+      all.push_back(owned.back().get());
+    }
   }
+};
+
+// The prefill and 11 decode steps of `all` through runners `a` and `b`: every logit equal bit
+// for bit, the same tokens (a's are fed back).
+void expect_same_steps_bitwise(CudaRunner& a_runner, CudaRunner& b_runner,
+                               std::vector<TestSequence*>& all) {
   for (int i = 0; i < 12; ++i) {
     StepBatch batch = testing::make_step(all, i == 0 ? 4096 : 1, true);
     StepResult a, b;
-    with_graphs->forward(batch, a);
-    eager->forward(batch, b);
+    a_runner.forward(batch, a);
+    b_runner.forward(batch, b);
     ASSERT_EQ(a.logits.size(), b.logits.size());
     EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)))
         << "step " << i;
@@ -194,6 +199,15 @@ TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
     testing::complete_step(all, batch);
     for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
   }
+}
+
+TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
+  auto with_graphs = make_tiny_cuda(true);
+  auto eager = make_tiny_cuda(false);
+  std::mt19937 rng(99);
+  BlockCounter blocks(kBlockSize);
+  ThreeSequences sequences(rng, blocks);
+  expect_same_steps_bitwise(*with_graphs, *eager, sequences.all);
 }
 
 // An elastic pool (reserve_kv_cache, chunks backed on demand) computes exactly what a whole pool
@@ -215,31 +229,13 @@ TEST(CudaRunner, ElasticPoolEqualsWholePoolBitwiseAndGivesMemoryBack) {
   std::mt19937 rng(5);
   BlockCounter blocks(kBlockSize);
   blocks.take((chunk - 3) * kBlockSize);  // the sequences' blocks start 3 before chunk 1
-  std::vector<std::unique_ptr<TestSequence>> owned;
-  std::vector<TestSequence*> all;
-  for (int length : {3, 20, 50}) {
-    owned.push_back(std::make_unique<TestSequence>());
-    owned.back()->tokens = random_prompt(rng, length, tiny_weights().config.vocab_size);
-    owned.back()->blocks = blocks.take(length + 16);
-    all.push_back(owned.back().get());
-  }
+  ThreeSequences sequences(rng, blocks);
   const uint64_t free_before = device_memory_info().free_bytes;
   EXPECT_GE(elastic.back_kv_blocks(blocks.used()), blocks.used());
   const uint64_t chunk_bytes = uint64_t(chunk) * elastic.kv_block_bytes(kBlockSize);
   const uint64_t free_backed = device_memory_info().free_bytes;
   EXPECT_GE(free_before - free_backed, 2 * chunk_bytes);
-  for (int i = 0; i < 12; ++i) {
-    StepBatch batch = testing::make_step(all, i == 0 ? 4096 : 1, true);
-    StepResult a, b;
-    whole.forward(batch, a);
-    elastic.forward(batch, b);
-    ASSERT_EQ(a.logits.size(), b.logits.size());
-    EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)))
-        << "step " << i;
-    EXPECT_EQ(a.next_tokens, b.next_tokens);
-    testing::complete_step(all, batch);
-    for (size_t s = 0; s < all.size(); ++s) all[s]->tokens.push_back(a.next_tokens[s]);
-  }
+  expect_same_steps_bitwise(whole, elastic, sequences.all);
   elastic.release_kv_blocks(0);
   EXPECT_GE(device_memory_info().free_bytes + chunk_bytes / 2, free_before);
   // Backed again, the pool starts from zeroed memory and computes as before.

@@ -26,6 +26,21 @@ EngineOptions small_engine(int num_blocks, int block_size = 4) {
   return o;
 }
 
+// Elastic KV on the fake runner: a pool of 64 blocks backed in chunks of 4, at most
+// *device_blocks of them (null: the whole pool); idle chunks go back after release_delay_ms.
+fakes::FakeRunnerOptions elastic_runner(std::atomic<int>* device_blocks = nullptr) {
+  fakes::FakeRunnerOptions ro;
+  ro.elastic_chunk_blocks = 4;
+  ro.elastic_limit_blocks = device_blocks;
+  return ro;
+}
+EngineOptions elastic_engine(int64_t release_delay_ms) {
+  EngineOptions o = small_engine(64);
+  o.elastic_kv = true;
+  o.kv_release_delay_ms = release_delay_ms;
+  return o;
+}
+
 EngineRequest request(std::vector<int32_t> prompt, int max_tokens) {
   EngineRequest r;
   r.prompt = std::move(prompt);
@@ -336,14 +351,8 @@ TEST(Engine, StopCancelsWhatIsInFlight) {
 // engine is idle its chunks go back.
 TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
   std::atomic<int> device_blocks{12};
-  fakes::FakeRunnerOptions ro;
-  ro.elastic_chunk_blocks = 4;
-  ro.elastic_limit_blocks = &device_blocks;
-  fakes::FakeRunner runner(ro);
-  EngineOptions o = small_engine(64);
-  o.elastic_kv = true;
-  o.kv_release_delay_ms = 50;
-  Engine engine(runner, o);
+  fakes::FakeRunner runner(elastic_runner(&device_blocks));
+  Engine engine(runner, elastic_engine(50));
   EXPECT_EQ(runner.backed_blocks(), 0);
   engine.start();
   std::vector<EngineRequest> requests;
@@ -377,13 +386,8 @@ TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
 // rest would wait for each other forever). Once the memory is there, the request runs.
 TEST(Engine, ElasticKvWaitsHoldingNothing) {
   std::atomic<int> device_blocks{8};
-  fakes::FakeRunnerOptions ro;
-  ro.elastic_chunk_blocks = 4;
-  ro.elastic_limit_blocks = &device_blocks;
-  fakes::FakeRunner runner(ro);
-  EngineOptions o = small_engine(64);
-  o.elastic_kv = true;
-  Engine engine(runner, o);
+  fakes::FakeRunner runner(elastic_runner(&device_blocks));
+  Engine engine(runner, elastic_engine(2000));
   engine.start();
   auto sink = std::make_shared<CollectingSink>();
   EngineRequest twelve_blocks = request(prompt_of(40, 3), 8);  // 48 tokens: 12 blocks of 4
@@ -403,8 +407,7 @@ TEST(Engine, ElasticKvWaitsHoldingNothing) {
 
 // A busy engine keeps its chunks: nothing is released while steps run back to back.
 TEST(Engine, ElasticKvKeepsItsChunksUnderSteadyLoad) {
-  fakes::FakeRunnerOptions ro;
-  ro.elastic_chunk_blocks = 4;
+  fakes::FakeRunnerOptions ro = elastic_runner();
   ro.step_time = std::chrono::microseconds(500);
   fakes::FakeRunner* self = nullptr;
   std::atomic<int> last_backed{0};
@@ -415,10 +418,7 @@ TEST(Engine, ElasticKvKeepsItsChunksUnderSteadyLoad) {
   };
   fakes::FakeRunner runner(ro);
   self = &runner;
-  EngineOptions o = small_engine(64);
-  o.elastic_kv = true;
-  o.kv_release_delay_ms = 1;
-  Engine engine(runner, o);
+  Engine engine(runner, elastic_engine(1));
   engine.start();
   auto sink = std::make_shared<CollectingSink>();
   ASSERT_EQ(engine.submit(engine.new_request_id(), request(prompt_of(16, 1), 100), sink),

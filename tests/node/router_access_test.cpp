@@ -15,11 +15,13 @@
 #include "common/raw_http_exchange.h"
 #include "node/router.h"
 #include "node_test_util.h"
+#include "router_test_util.h"
 
 namespace gpufrac {
 namespace {
 
 using testing::eventually;
+using testing::ready_at;
 using testing::RawReply;
 
 // An engine stand-in: answers POST /v1/completions with `status` (JSON), at once or — while
@@ -71,14 +73,6 @@ class RecordingUpstream {
   std::vector<std::string> authorizations_;
   HttpServer server_;
 };
-
-ReplicaState ready_at(int port) {
-  ReplicaState s;
-  s.port = port;
-  s.ready = true;
-  s.state = "ready";
-  return s;
-}
 
 RouterModel model(const std::string& name, std::vector<std::string> keys = {},
                   int max_in_flight = 0, double rate = 0, int replicas = 1) {

@@ -17,11 +17,13 @@
 #include "common/raw_http_exchange.h"
 #include "node/router.h"
 #include "node_test_util.h"
+#include "router_test_util.h"
 
 namespace gpufrac {
 namespace {
 
 using testing::eventually;
+using testing::ready_at;
 using testing::stream_request;
 
 constexpr int kFirstToken = 1000;  // token i of every run is kFirstToken + i
@@ -131,14 +133,6 @@ class TokenEngine {
   int after_ = 0;
   int times_ = 0;
 };
-
-ReplicaState ready_at(int port) {
-  ReplicaState s;
-  s.port = port;
-  s.ready = true;
-  s.state = "ready";
-  return s;
-}
 
 ReplicaState not_ready(const std::string& state, bool failed = false) {
   ReplicaState s;

@@ -13,11 +13,13 @@
 #include "common/json.h"
 #include "common/raw_http_exchange.h"
 #include "node_test_util.h"
+#include "router_test_util.h"
 
 namespace gpufrac {
 namespace {
 
 using testing::eventually;
+using testing::ready_at;
 using testing::stream_request;
 
 // An engine stand-in listening on `host`: streams `chunks` SSE events `gap_ms` apart, or answers
@@ -63,16 +65,6 @@ class FakeUpstream {
   int chunks_, gap_ms_;
   HttpServer server_;
 };
-
-ReplicaState ready_at(int port, std::string served = "", std::string host = "127.0.0.1") {
-  ReplicaState s;
-  s.host = std::move(host);
-  s.port = port;
-  s.ready = true;
-  s.state = "ready";
-  s.served_name = std::move(served);
-  return s;
-}
 
 std::string url(const Router& r, const std::string& path) {
   return "http://127.0.0.1:" + std::to_string(r.port()) + path;
