@@ -46,10 +46,14 @@ ScriptedSseServerProcess::ScriptedSseServerProcess(const std::string& executable
   port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
 }
 
-ScriptedSseServerProcess::~ScriptedSseServerProcess() {
+ScriptedSseServerProcess::~ScriptedSseServerProcess() { stop(); }
+
+void ScriptedSseServerProcess::stop() {
+  if (pid_ < 0) return;
   ::kill(pid_, SIGTERM);
   ::waitpid(pid_, nullptr, 0);
   ::close(output_fd_);
+  pid_ = -1;
 }
 
 }  // namespace gpufrac

@@ -1,7 +1,8 @@
 // The scripted SSE server as a child process (the scripted_sse_server executable), for tests
 // that time bench: a real server is another process, and sharing one with the client (its file
 // table, allocator and locks) would slow the fake down under a burst of a thousand requests.
-// Starts in the constructor (waits for "listening on URL"), SIGTERM and reap in the destructor.
+// Starts in the constructor (waits for "listening on URL"); stop() (or the destructor) sends
+// SIGTERM and reaps it, after which its --trace file is complete.
 // Throws std::runtime_error when the executable cannot start. Not thread-safe.
 #pragma once
 
@@ -17,6 +18,7 @@ class ScriptedSseServerProcess {
   // `arguments` are scripted_sse_server's options, e.g. {"--ttft-ms", "40"}.
   ScriptedSseServerProcess(const std::string& executable, std::vector<std::string> arguments);
   ~ScriptedSseServerProcess();
+  void stop();  // idempotent
   ScriptedSseServerProcess(const ScriptedSseServerProcess&) = delete;
   ScriptedSseServerProcess& operator=(const ScriptedSseServerProcess&) = delete;
 
