@@ -278,7 +278,8 @@ std::string EngineMetrics::render_prometheus(std::string_view model_name) const 
                 std::to_string(uint64_t(kv_cache_blocks_used.load(std::memory_order_relaxed)) *
                                shape.kv_block_bytes));
   append_scalar(out, "gpufrac:kv_cache_backing_refusals_total", "counter",
-                "Times an elastic KV pool asked the device for memory and got less.", labels,
+                "Times an elastic KV pool asked the device for memory and got less (or found "
+                "another engine on its --kv-map-lock mapping).", labels,
                 kv_backing_refusals_total);
   append_scalar(out, "gpufrac:num_requests_rejected_total", "counter",
                 "Requests turned away because the waiting queue was full (HTTP 429).", labels,

@@ -84,7 +84,8 @@ struct EngineMetrics {
   std::atomic<int64_t> num_requests_waiting{0};
   std::atomic<int64_t> kv_cache_blocks_used{0};
   std::atomic<int64_t> kv_cache_blocks_backed{0};  // with memory behind them
-  std::atomic<uint64_t> kv_backing_refusals_total{0};  // elastic KV: the device had no memory
+  // Elastic KV: the device had no memory, or another engine held the --kv-map-lock turn.
+  std::atomic<uint64_t> kv_backing_refusals_total{0};
   std::atomic<uint64_t> num_preemptions_total{0};
   std::atomic<uint64_t> requests_rejected_total{0};  // turned away: waiting queue full
 

@@ -30,6 +30,11 @@ std::unique_ptr<ModelRunner> create_model_runner(const RunnerOptions& options) {
                      "CUDA toolkit installed, or use --device cpu)");
   }
 #endif
+  if (!options.kv_map_lock.empty()) {
+    throw UsageError(
+        "--kv-map-lock orders the mapping of elastic KV memory on a GPU: use it with --device "
+        "cuda (the CPU's elastic KV is never short of memory to map)");
+  }
   ModelWeights weights = load_model_weights(options.model, options.seed, options.threads);
   log_info("model ", weights.config.name, ": ", weights.config.num_layers, " layers, ",
            weights.total_bytes(), " bytes of weights, on the CPU");

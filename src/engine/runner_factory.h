@@ -4,7 +4,7 @@
 //
 // device "cpu": the fp32 CPU runner. "cuda": the CUDA runner; UsageError when this build has no
 // CUDA backend or no usable device. "auto": CUDA when built and a device is usable, else CPU.
-// A cpu_turn_lock with the CUDA runner is a UsageError.
+// A cpu_turn_lock with the CUDA runner, or a kv_map_lock with the CPU runner, is a UsageError.
 // Loading may take seconds (an 8 GB checkpoint or preset); errors are UsageError (bad option, no
 // such model) or RuntimeFailure (malformed checkpoint, out of memory).
 #pragma once

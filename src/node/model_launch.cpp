@@ -28,6 +28,14 @@ std::string memcap_tenant(const std::string& node, const std::string& instance) 
   return tenant.substr(0, 64);
 }
 
+// The value engine_args give `name` (a flag of `gpufrac serve`, without its dashes), or nullptr.
+const std::string* engine_arg(const ModelSpec& model, const std::string& name) {
+  for (const auto& [key, value] : model.engine_args) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string file_safe(const std::string& name) {
@@ -78,6 +86,10 @@ std::string expand_placeholders(const std::string& command,
 
 std::string cpu_turn_lock_path(const std::string& run_dir) {
   return run_dir + "/cpu-turns.lock";
+}
+
+std::string kv_map_lock_path(const std::string& run_dir, const std::string& gpu_id) {
+  return run_dir + "/kv-map-gpu" + gpu_id + ".lock";
 }
 
 std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac_binary) {
@@ -182,14 +194,17 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
   if (model.builtin()) {
     plan.argv = builtin_engine_argv(context.gpufrac_binary, model, device.is_cpu() ? "cpu" : "cuda",
                                     "127.0.0.1", port);
-    bool budget_given = std::any_of(model.engine_args.begin(), model.engine_args.end(),
-                                    [](const auto& arg) { return arg.first == "memory-budget"; });
-    if (instance.elastic_memory && !budget_given) {
+    const std::string* budget = engine_arg(model, "memory-budget");
+    if (instance.elastic_memory && !budget) {
       plan.argv.insert(plan.argv.end(), {"--memory-budget", "elastic"});
     }
-    bool own_lock = std::any_of(model.engine_args.begin(), model.engine_args.end(),
-                                [](const auto& arg) { return arg.first == "cpu-turn-lock"; });
-    if (device.is_cpu() && instance.mode == SharingMode::kTimeslice && !own_lock) {
+    const bool elastic_kv = budget ? *budget == "elastic" : instance.elastic_memory;
+    if (!device.is_cpu() && elastic_kv && !engine_arg(model, "kv-map-lock")) {
+      plan.argv.insert(plan.argv.end(),
+                       {"--kv-map-lock", kv_map_lock_path(context.run_dir, device.id)});
+    }
+    if (device.is_cpu() && instance.mode == SharingMode::kTimeslice &&
+        !engine_arg(model, "cpu-turn-lock")) {
       plan.argv.insert(plan.argv.end(), {"--cpu-turn-lock", cpu_turn_lock_path(context.run_dir)});
     }
   } else {

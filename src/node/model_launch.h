@@ -11,7 +11,9 @@
 //                     too), plus GPUFRAC_MEMCAP_FLOOR_BYTES=<floor> and
 //                     GPUFRAC_MEMCAP_POOL_BYTES=<the GPU's pool, placement.h>; the shim is
 //                     required; the built-in engine gets --memory-budget elastic unless its
-//                     engine_args give --memory-budget
+//                     engine_args give --memory-budget, and with elastic KV on a GPU
+//                     --kv-map-lock RUN_DIR/kv-map-gpu<ID>.lock (unless its engine_args name
+//                     one), so that the GPU's elastic engines map KV memory one at a time
 //   dedicated (GPU)   nothing more
 //   both of those     CUDA_MPS_PIPE_DIRECTORY=<run_dir>/mps/none (empty), so that the engine
 //                     never joins a daemon on CUDA's default /tmp/nvidia-mps
@@ -19,7 +21,7 @@
 //                     OMP_NUM_THREADS; timeslice/fractions: RLIMIT_DATA = its memory cap;
 //                     timeslice, builtin: --cpu-turn-lock RUN_DIR/cpu-turns.lock (unless its
 //                     engine_args name one), so its steps take turns on all cores with the
-//                     others' (engine/cpu/cpu_turn_lock.h), as processes on a GPU without MPS
+//                     others' (common/turn_lock.h), as processes on a GPU without MPS
 //   always            GPUFRAC_NODE_MODEL, GPUFRAC_NODE_PORT, GPUFRAC_NODE_MEMORY_BYTES (the
 //                     cap or ceiling), GPUFRAC_NODE_SM_PERCENT (so any engine can read its
 //                     limits; elastic memory adds GPUFRAC_NODE_MEMORY_FLOOR_BYTES), then the
@@ -86,6 +88,9 @@ LaunchPlan plan_launch(const NodeSpec& spec, const Placement& placement,
 
 // The file the built-in engines of a timeslice CPU node take turns on: RUN_DIR/cpu-turns.lock.
 std::string cpu_turn_lock_path(const std::string& run_dir);
+// The file the elastic built-in engines on GPU `gpu_id` map KV memory in turns on:
+// RUN_DIR/kv-map-gpu<ID>.lock.
+std::string kv_map_lock_path(const std::string& run_dir, const std::string& gpu_id);
 
 // The memcap shim: the spec's memcap_library, else libgpufrac_memcap.so beside `gpufrac_binary`;
 // empty when there is none. Throws UsageError naming memcap_library when the spec names a

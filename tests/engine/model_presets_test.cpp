@@ -119,6 +119,14 @@ TEST(RunnerFactory, BuildsTheCpuRunnerAndRejectsWhatItCannot) {
   EXPECT_THROW(create_model_runner({"tiny", "tpu", 0, 1}), UsageError);
   EXPECT_THROW(create_model_runner({"tiny", "cpu", 0, -1}), UsageError);
   EXPECT_THROW(create_model_runner({"no-such-model", "cpu", 0, 1}), UsageError);
+  RunnerOptions mapping_lock_on_the_cpu{"tiny", "cpu", 0, 1};
+  mapping_lock_on_the_cpu.kv_map_lock = "/tmp/kv-map.lock";
+  try {
+    create_model_runner(mapping_lock_on_the_cpu);
+    FAIL() << "a CPU runner took --kv-map-lock";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-map-lock"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

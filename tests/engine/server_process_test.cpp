@@ -215,5 +215,15 @@ TEST(SERVE_SUITE, StepBudgetsBelowMaxNumSeqsAreOneLineErrors) {
   }
 }
 
+// --kv-map-lock orders elastic KV mapping: without --memory-budget elastic it is a flag error.
+TEST(SERVE_SUITE, AKvMapLockWithoutElasticKvIsAOneLineError) {
+  ServeProcess serve({"--model", SERVE_MODEL, "--device", SERVE_DEVICE, "--port",
+                      std::to_string(free_port()), "--kv-map-lock", "/tmp/kv-map.lock"});
+  EXPECT_EQ(serve.wait_exit(), 2) << serve.log();
+  EXPECT_NE(serve.log().find("--kv-map-lock orders the mapping of elastic KV memory"),
+            std::string::npos)
+      << serve.log();
+}
+
 }  // namespace
 }  // namespace gpufrac::testing

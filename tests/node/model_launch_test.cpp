@@ -165,6 +165,15 @@ TEST(ModelLaunch, CpuFractionsArePinnedAndLimited) {
   EXPECT_EQ(plan.argv[5], "cpu");
 }
 
+bool has_flag(const LaunchPlan& plan, const std::string& flag, const std::string& value) {
+  auto it = std::find(plan.argv.begin(), plan.argv.end(), flag);
+  return it != plan.argv.end() && it + 1 != plan.argv.end() && it[1] == value;
+}
+
+int flag_count(const LaunchPlan& plan, const std::string& flag) {
+  return int(std::count(plan.argv.begin(), plan.argv.end(), flag));
+}
+
 // Elastic memory: the ceiling is the shim's cap and MPS's pinned limit, the floor and the GPU's
 // pool (its memory less the reserves and the static caps) go to the shim, and the built-in engine
 // maps its KV cache on demand.
@@ -184,15 +193,16 @@ models:
             std::to_string(140 * kGiB - 2 * (uint64_t(512) << 20) - static_cap));
   EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_MEMORY_BYTES"), std::to_string(40 * kGiB));
   EXPECT_EQ(env_value(plan, "GPUFRAC_NODE_MEMORY_FLOOR_BYTES"), std::to_string(9 * kGiB));
-  ASSERT_GE(plan.argv.size(), 2u);
-  EXPECT_EQ(std::vector<std::string>(plan.argv.end() - 2, plan.argv.end()),
-            (std::vector<std::string>{"--memory-budget", "elastic"}));
+  EXPECT_TRUE(has_flag(plan, "--memory-budget", "elastic"));
+  // The GPU's elastic engines map KV memory in turns on one file per GPU.
+  EXPECT_TRUE(has_flag(plan, "--kv-map-lock", "/run/n/kv-map-gpu3.lock"));
 
   LaunchPlan static_plan = plan_launch(f.spec, f.placement, f.placement.instances[1], 9002, f.context);
   EXPECT_EQ(env_value(static_plan, memcap::kEnvFloorBytes), "<unset>");
   EXPECT_EQ(env_value(static_plan, memcap::kEnvPoolBytes), "<unset>");
   EXPECT_EQ(env_value(static_plan, "GPUFRAC_NODE_MEMORY_FLOOR_BYTES"), "<unset>");
-  EXPECT_EQ(std::count(static_plan.argv.begin(), static_plan.argv.end(), "--memory-budget"), 0);
+  EXPECT_EQ(flag_count(static_plan, "--memory-budget"), 0);
+  EXPECT_EQ(flag_count(static_plan, "--kv-map-lock"), 0);
 }
 
 TEST(ModelLaunch, ElasticMemoryKeepsTheEnginesOwnBudgetAndNeedsTheShim) {
@@ -202,8 +212,9 @@ models:
   - {name: e, model: tiny, engine_args: {memory-budget: 4G}, fraction: {memory: {min: 1G, max: 8G}}}
 )", gpu(SharingMode::kTimeslice));
   LaunchPlan plan = f.plan();
-  EXPECT_EQ(std::count(plan.argv.begin(), plan.argv.end(), "--memory-budget"), 1);
+  EXPECT_EQ(flag_count(plan, "--memory-budget"), 1);
   EXPECT_EQ(plan.argv.back(), "4G");
+  EXPECT_EQ(flag_count(plan, "--kv-map-lock"), 0);  // its KV is not elastic: nothing to map
   EXPECT_EQ(env_value(plan, memcap::kEnvFloorBytes), std::to_string(kGiB));
   EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes),
             std::to_string(140 * kGiB - (uint64_t(512) << 20)));
@@ -229,16 +240,8 @@ TEST(ModelLaunch, ElasticMemoryOnTheCpuIsLimitedByItsCeiling) {
   LaunchPlan plan = f.plan();
   EXPECT_EQ(plan.data_limit_bytes, 4 * kGiB);
   EXPECT_EQ(plan.argv.back(), "elastic");
+  EXPECT_EQ(flag_count(plan, "--kv-map-lock"), 0);  // the CPU's elastic KV is never refused
   EXPECT_EQ(env_value(plan, memcap::kEnvPoolBytes), "<unset>");
-}
-
-bool has_flag(const LaunchPlan& plan, const std::string& flag, const std::string& value) {
-  auto it = std::find(plan.argv.begin(), plan.argv.end(), flag);
-  return it != plan.argv.end() && it + 1 != plan.argv.end() && it[1] == value;
-}
-
-int flag_count(const LaunchPlan& plan, const std::string& flag) {
-  return int(std::count(plan.argv.begin(), plan.argv.end(), flag));
 }
 
 TEST(ModelLaunch, CpuTimesliceTakesTurnsOnOneLockFile) {

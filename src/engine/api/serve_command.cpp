@@ -84,6 +84,11 @@ CliArgs serve_args() {
               "running before it goes back to the device (e.g. 250ms, 2s); shorter frees memory "
               "for neighbours sooner, longer maps and unmaps less under a steady load",
               "2s")
+      .option("kv-map-lock", "FILE",
+              "elastic, CUDA: map KV memory only while holding an exclusive lock (flock) on "
+              "FILE, so that engines sharing a GPU and FILE map one at a time and each sees the "
+              "free memory settled; when another holds it, the request waits and asks again "
+              "10-30 ms later (a node sets it for its elastic models, one FILE per GPU)")
       .option("max-waiting-requests", "N",
               "requests that may wait for a slot; beyond that new requests get HTTP 429", "4096")
       .option("max-request-bytes", "BYTES", "largest request body accepted (larger: HTTP 413)",
@@ -212,6 +217,7 @@ int serve_command(int argc, char** argv) {
   runner_options.seed = static_cast<uint64_t>(parse_int(args.get("seed"), "--seed"));
   runner_options.threads = static_cast<int>(parse_int(args.get("threads"), "--threads"));
   if (args.has("cpu-turn-lock")) runner_options.cpu_turn_lock = args.get("cpu-turn-lock");
+  if (args.has("kv-map-lock")) runner_options.kv_map_lock = args.get("kv-map-lock");
   int port = static_cast<int>(parse_int(args.get("port"), "--port"));
   if (port < 0 || port > 65535) throw UsageError("--port must be in 0..65535");
 
@@ -246,6 +252,10 @@ int serve_command(int argc, char** argv) {
                                   "a step may carry one decode per running sequence");
   uint64_t max_request_bytes = parse_bytes(args.get("max-request-bytes"), "--max-request-bytes");
   std::string memory_budget = args.get("memory-budget");
+  if (args.has("kv-map-lock") && memory_budget != "elastic") {
+    throw UsageError("--kv-map-lock orders the mapping of elastic KV memory: give --memory-budget "
+                     "elastic too, or drop --kv-map-lock");
+  }
   const double release_delay_s = parse_seconds(args.get("kv-release-delay"), "--kv-release-delay");
   if (!(release_delay_s >= 0 && release_delay_s <= 3600)) {
     throw UsageError("--kv-release-delay must be between 0 and 1h, e.g. 250ms or 2s");

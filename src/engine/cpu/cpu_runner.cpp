@@ -9,8 +9,8 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "common/turn_lock.h"
 #include "engine/cpu/cpu_kernels.h"
-#include "engine/cpu/cpu_turn_lock.h"
 #include "engine/cpu/host_memory.h"
 #include "engine/model/kv_chunks.h"
 #include "engine/model/sampler.h"
@@ -41,7 +41,7 @@ using KvMapping = std::unique_ptr<float[], KvUnmap>;
 class CpuModelRunner final : public SynchronousRunner {
  public:
   CpuModelRunner(ModelWeights weights, int threads, const std::string& turn_lock_path)
-      : weights_(std::move(weights)), pool_(threads), turn_lock_(turn_lock_path) {
+      : weights_(std::move(weights)), pool_(threads), turn_lock_(turn_lock_path, "--cpu-turn-lock") {
     const ModelConfig& c = weights_.config;
     inv_freq_ = rope_inverse_frequencies(c);
     final_norm_ = to_f32(weights_.final_norm);
@@ -134,7 +134,7 @@ class CpuModelRunner final : public SynchronousRunner {
 
   ModelWeights weights_;
   ThreadPool pool_;
-  CpuTurnLock turn_lock_;
+  TurnLock turn_lock_;
   std::vector<double> inv_freq_;
   std::vector<float> final_norm_;
   std::vector<LayerSmallWeights> small_;
@@ -272,7 +272,7 @@ void CpuModelRunner::compute(const StepBatch& batch, StepResult& result) {
   result.next_tokens.clear();
   result.logits.clear();
   if (batch.sequences.empty()) return;
-  CpuTurnLock::Turn turn = turn_lock_.take();
+  TurnLock::Turn turn = turn_lock_.take();
   const ModelConfig& c = weights_.config;
   batch_ = &batch;
   plan_rows(batch);

@@ -12,7 +12,7 @@
 // - A step runs inside submit() (SynchronousRunner, synchronous_runner.h). It validates the
 //   batch first (token ids, block tables, KV allocated) and throws RuntimeFailure without
 //   touching the cache when something is wrong.
-// - With a turn lock (cpu_turn_lock.h), each step after validation runs holding it: runners of
+// - With a turn lock (common/turn_lock.h), each step after validation runs holding it: runners of
 //   several processes given the same file compute one at a time, as time-sliced GPU contexts.
 #pragma once
 
@@ -26,7 +26,7 @@
 namespace gpufrac::engine {
 
 // `threads` counts all worker threads (0: every CPU this process may run on). `turn_lock_path`:
-// the file of a CpuTurnLock each step holds; empty: none.
+// the file of the TurnLock each step holds (--cpu-turn-lock); empty: none.
 std::unique_ptr<ModelRunner> make_cpu_runner(ModelWeights weights, int threads,
                                              const std::string& turn_lock_path = {});
 

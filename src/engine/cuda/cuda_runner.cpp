@@ -69,7 +69,9 @@ std::string CudaKernelChoice::describe() const {
 }
 
 CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
-    : weights_(std::move(weights)), options_(options) {
+    : weights_(std::move(weights)),
+      options_(options),
+      kv_map_lock_(options.kv_map_lock, "--kv-map-lock") {
   const ModelConfig& c = weights_.config();
   check_supported(c);
   if (options_.max_model_len <= 0) options_.max_model_len = c.max_position_embeddings;
@@ -172,6 +174,9 @@ void CudaRunner::reserve_kv_cache(int max_blocks, int block_size) {
 }
 
 int CudaRunner::back_kv_blocks(int blocks) {
+  // Another engine on the GPU is mapping: the free memory kv_.back() checks is not settled yet.
+  std::optional<TurnLock::Turn> turn = kv_map_lock_.try_take();
+  if (!turn) return kv_.backed_blocks();
   // Called from the engine's thread: the driver's calls need the device's context current there.
   GPUFRAC_CUDA_CHECK(cudaSetDevice(device_));
   return kv_.back(blocks, stream_);
@@ -420,6 +425,7 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const RunnerOptions& options) {
   }
   if (options.max_num_seqs > 0) runner_options.max_seqs_per_step = options.max_num_seqs;
   runner_options.max_model_len = options.max_model_len;  // 0: the model's own
+  runner_options.kv_map_lock = options.kv_map_lock;
   return std::make_unique<CudaRunner>(std::move(weights), runner_options);
 }
 

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/turn_lock.h"
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kv_pool_memory.h"
@@ -73,6 +74,10 @@ struct CudaRunnerOptions {
   int max_model_len = 0;           // 0: the model's max_position_embeddings
   bool use_graphs = true;          // false: the same padded decode steps, launched eagerly
   CudaKernelChoice kernels = CudaKernelChoice::from_environment();
+  // Elastic KV: engines on one GPU given the same file map KV memory one at a time (a turn of a
+  // TurnLock, common/turn_lock.h); when another engine has the turn, back_kv_blocks() maps
+  // nothing and the engine asks again later, as when memory is short. Empty: no turns.
+  std::string kv_map_lock;
 };
 
 class CudaRunner final : public ModelRunner {
@@ -196,6 +201,7 @@ class CudaRunner final : public ModelRunner {
 
   // KV pool and what depends on its shape.
   KvPoolMemory kv_;
+  TurnLock kv_map_lock_;  // options_.kv_map_lock
   int num_blocks_ = 0;
   int block_size_ = 0;
   std::unique_ptr<StepInputs> inputs_;

@@ -1,6 +1,7 @@
 // RunnerOptions: what the user typed that decides which ModelRunner serves (`--model`,
-// `--device`, `--seed`, `--threads`, `--cpu-turn-lock`) and the engine limits that size a runner's step buffers
-// (`--max-num-batched-tokens`, `--max-num-seqs`, `--max-model-len`). Plain data; read by
+// `--device`, `--seed`, `--threads`, `--cpu-turn-lock`, `--kv-map-lock`) and the engine limits
+// that size a runner's step buffers (`--max-num-batched-tokens`, `--max-num-seqs`,
+// `--max-model-len`). Plain data; read by
 // create_model_runner() (engine/runner_factory.h) and by each backend's entry point.
 #pragma once
 
@@ -14,7 +15,10 @@ struct RunnerOptions {
   std::string device = "auto";  // "cpu", "cuda" or "auto"
   uint64_t seed = 0;            // preset weights are generated from this seed
   int threads = 0;              // CPU threads for the CPU runner and loading; 0 = every usable CPU
-  std::string cpu_turn_lock = {};  // CPU runner: the file whose lock each step holds (cpu_turn_lock.h)
+  // The files of TurnLocks (common/turn_lock.h): the CPU runner computes each step during a turn
+  // of cpu_turn_lock; the CUDA runner maps elastic KV memory only during a turn of kv_map_lock.
+  std::string cpu_turn_lock = {};
+  std::string kv_map_lock = {};
   // The engine's limits (EngineOptions); 0 = the scheduler's defaults (max_num_batched_tokens,
   // max_num_seqs) or the model's max_position_embeddings (max_model_len).
   int max_num_batched_tokens = 0;

@@ -1,0 +1,54 @@
+#include "common/turn_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace gpufrac {
+
+TurnLock::TurnLock(const std::string& path, const std::string& option)
+    : path_(path), option_(option) {
+  if (path.empty()) return;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw UsageError(option + ": cannot open " + path + ": " + std::strerror(errno) +
+                     " (give a file in a writable directory, the same one for every engine that "
+                     "takes turns)");
+  }
+}
+
+TurnLock::~TurnLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+TurnLock::Turn TurnLock::take() {
+  if (fd_ < 0) return Turn(-1);
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      throw RuntimeFailure(option_ + ": cannot lock " + path_ + ": " + std::strerror(errno));
+    }
+  }
+  return Turn(fd_);
+}
+
+std::optional<TurnLock::Turn> TurnLock::try_take() {
+  if (fd_ < 0) return Turn(-1);
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return std::nullopt;
+    if (errno != EINTR) {
+      throw RuntimeFailure(option_ + ": cannot lock " + path_ + ": " + std::strerror(errno));
+    }
+  }
+  return Turn(fd_);
+}
+
+TurnLock::Turn::~Turn() {
+  if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+}
+
+}  // namespace gpufrac
