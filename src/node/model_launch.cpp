@@ -1,9 +1,5 @@
 #include "node/model_launch.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -103,21 +99,6 @@ std::string find_memcap_library(const NodeSpec& spec, const std::string& gpufrac
   std::filesystem::path beside = std::filesystem::path(gpufrac_binary).parent_path() / kMemcapLibraryName;
   std::error_code ec;
   return std::filesystem::exists(beside, ec) ? beside.string() : "";
-}
-
-int pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw RuntimeFailure("cannot find a free port on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 void clear_inherited_limits(std::vector<std::string>& env) {

@@ -139,7 +139,5 @@ std::vector<std::string> builtin_engine_argv(const std::string& gpufrac_binary,
 // A name usable as a file name ("org/model#1" -> "org_model#1").
 std::string file_safe(const std::string& name);
 
-// A free TCP port on 127.0.0.1 (bound and released: good enough for engines that start at once).
-int pick_free_port();
 
 }  // namespace gpufrac

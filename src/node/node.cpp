@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "node/engine_port.h"
 #include "node/gpus.h"
 #include "node/model_keys.h"
 #include "node/node_state.h"
@@ -107,7 +108,7 @@ void Node::start(const NodeSpec& spec) {
     s.name = instance.instance_name;
     s.model = model.name;
     s.replica = instance.replica;
-    s.plan = plan_launch(spec, placement_, instance, pick_free_port(), context);
+    s.plan = plan_launch(spec, placement_, instance, pick_engine_port(), context);
     s.startup_timeout_s = model.startup_timeout_s;
     s.failure_limit = model.failure_limit;
     const PlacementDevice& device = placement_.devices[instance.device_index];

@@ -1,0 +1,45 @@
+// pick_engine_port: ports below the kernel's ephemeral range (where neither outgoing connections
+// nor binds to port 0 land), free when returned, and not the same one every time.
+#include "node/engine_port.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+namespace gpufrac {
+namespace {
+
+bool can_listen_on(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(uint16_t(port));
+  bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+            ::listen(fd, 1) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
+}
+
+TEST(EnginePort, DrawnFreeBelowTheEphemeralRange) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  range >> low >> high;
+  ASSERT_GT(low, 20000) << "this machine's ephemeral range leaves no room below it";
+  std::set<int> seen;
+  for (int i = 0; i < 32; ++i) {
+    int port = pick_engine_port();
+    EXPECT_GE(port, 20000);
+    EXPECT_LT(port, low);
+    EXPECT_TRUE(can_listen_on(port)) << port;
+    seen.insert(port);
+  }
+  EXPECT_GT(seen.size(), 16u) << "the ports are drawn, not one fixed choice";
+}
+
+}  // namespace
+}  // namespace gpufrac
