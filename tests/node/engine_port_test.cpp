@@ -29,7 +29,7 @@ TEST(EnginePort, DrawnFreeBelowTheEphemeralRange) {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 32768, high = 60999;
   range >> low >> high;
-  ASSERT_GT(low, 20000) << "this machine's ephemeral range leaves no room below it";
+  if (low <= 20000) GTEST_SKIP() << "the ephemeral range starts at " << low << ": no room below";
   std::set<int> seen;
   for (int i = 0; i < 32; ++i) {
     int port = pick_engine_port();
