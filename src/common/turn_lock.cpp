@@ -26,24 +26,23 @@ TurnLock::~TurnLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-TurnLock::Turn TurnLock::take() {
-  if (fd_ < 0) return Turn(-1);
-  while (::flock(fd_, LOCK_EX) != 0) {
+bool TurnLock::lock(int operation) {
+  while (::flock(fd_, operation) != 0) {
+    if (errno == EWOULDBLOCK) return false;
     if (errno != EINTR) {
       throw RuntimeFailure(option_ + ": cannot lock " + path_ + ": " + std::strerror(errno));
     }
   }
+  return true;
+}
+
+TurnLock::Turn TurnLock::take() {
+  if (fd_ >= 0) lock(LOCK_EX);
   return Turn(fd_);
 }
 
 std::optional<TurnLock::Turn> TurnLock::try_take() {
-  if (fd_ < 0) return Turn(-1);
-  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return std::nullopt;
-    if (errno != EINTR) {
-      throw RuntimeFailure(option_ + ": cannot lock " + path_ + ": " + std::strerror(errno));
-    }
-  }
+  if (fd_ >= 0 && !lock(LOCK_EX | LOCK_NB)) return std::nullopt;
   return Turn(fd_);
 }
 

@@ -50,6 +50,9 @@ class TurnLock {
   const std::string& path() const { return path_; }
 
  private:
+  // flock(fd_, operation), again after a signal; false when LOCK_NB finds the file locked.
+  bool lock(int operation);
+
   std::string path_;
   std::string option_;
   int fd_ = -1;

@@ -1,15 +1,14 @@
 // The CPU runner's turn lock (--cpu-turn-lock, common/turn_lock.h): a runner given the file
 // computes its steps only while it holds a turn, and an unopenable file names the flag.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
+#include "common/turn_lock.h"
 #include "engine/cpu/cpu_runner.h"
 #include "engine/model/presets.h"
 #include "model_test_util.h"
@@ -18,21 +17,6 @@ namespace gpufrac::engine {
 namespace {
 
 using test_util::ScratchDir;
-
-// Another engine's view of the lock file: its own open file description.
-class OtherHolder {
- public:
-  explicit OtherHolder(const std::string& path) : fd_(::open(path.c_str(), O_RDWR)) {}
-  ~OtherHolder() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool opened() const { return fd_ >= 0; }
-  bool try_lock() { return ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
-  void unlock() { ::flock(fd_, LOCK_UN); }
-
- private:
-  int fd_;
-};
 
 TEST(CpuTurnLock, WithoutAPathTheRunnerTakesNoTurns) {
   static const ModelWeights weights = generate_random_weights(*find_preset("tiny"), 7, 1);
@@ -64,9 +48,9 @@ TEST(CpuTurnLock, TheCpuRunnerComputesOnlyDuringItsTurn) {
   work.sample = true;
   batch.sequences.push_back(work);
 
-  OtherHolder other(path);
-  ASSERT_TRUE(other.opened());
-  ASSERT_TRUE(other.try_lock());  // another engine is computing
+  TurnLock other(path, "--cpu-turn-lock");  // another engine's open of the file
+  std::optional<TurnLock::Turn> other_turn = other.try_take();
+  ASSERT_TRUE(other_turn.has_value());  // another engine is computing
   std::atomic<bool> done = false;
   StepResult result;
   std::thread step([&] {
@@ -75,11 +59,11 @@ TEST(CpuTurnLock, TheCpuRunnerComputesOnlyDuringItsTurn) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(done) << "the step ran while another holder had the turn";
-  other.unlock();
+  other_turn.reset();
   step.join();
   EXPECT_TRUE(done);
   ASSERT_EQ(result.next_tokens.size(), 1u);
-  EXPECT_TRUE(other.try_lock()) << "the runner kept its turn after the step";
+  EXPECT_TRUE(other.try_take().has_value()) << "the runner kept its turn after the step";
 }
 
 }  // namespace
