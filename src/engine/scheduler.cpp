@@ -5,6 +5,12 @@
 
 namespace gpufrac::engine {
 
+namespace {
+// Steps between the one that samples a sequence's last token and the first one that can use the
+// blocks it frees: the engine delivers a step's tokens while the next step runs.
+constexpr int64_t kReleaseLagSteps = 2;
+}  // namespace
+
 const char* kv_admission_name(KvAdmission admission) {
   return admission == KvAdmission::kReserve ? "reserve" : "optimistic";
 }
@@ -47,14 +53,20 @@ const SchedulerOutput& Scheduler::schedule() {
   output_.num_batched_tokens = 0;
   output_.num_preempted = 0;
   budget_left_ = config_.max_num_batched_tokens;
+  if (credit_blocks_ > 0) settle_credit();
 
   // 1. Decodes, oldest first. An index loop: reserve_blocks may remove sequences from running_
   // (only the current one or newer ones, never those already visited).
   for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
     Sequence* s = running_[i];
     if (s->num_uncomputed() == 1 && s->scheduled_step != step_ && !s->reached_max_tokens()) {
-      if (!reserve_blocks(s, s->num_computed + 1)) continue;  // s left running_; i is the next one
-      plan(s, 1);
+      if (s->credit_blocks > 0) {
+        if (grow(s, s->num_computed + 1)) plan(s, 1);  // else it waits for its credit
+      } else if (!reserve_blocks(s, s->num_computed + 1)) {
+        continue;  // s left running_; i is the next one
+      } else {
+        plan(s, 1);
+      }
     }
     ++i;
   }
@@ -68,8 +80,13 @@ const SchedulerOutput& Scheduler::schedule() {
     Sequence* s = running_[i];
     if (s->scheduled_step != step_ && !s->reached_max_tokens()) {
       int64_t n = std::min(s->num_uncomputed(), budget_left_);
-      if (!reserve_blocks(s, s->num_computed + n)) continue;
-      plan(s, n);
+      if (s->credit_blocks > 0) {
+        if (grow(s, s->num_computed + n)) plan(s, n);
+      } else if (!reserve_blocks(s, s->num_computed + n)) {
+        continue;
+      } else {
+        plan(s, n);
+      }
     }
     ++i;
   }
@@ -95,10 +112,49 @@ bool Scheduler::admit(Sequence* sequence, int64_t num_tokens) {
     return grow(sequence, num_tokens);
   }
   int need = full_need(sequence);
-  if (need > spare_blocks() && !allocator_.ensure_free(static_cast<int>(need + outstanding_blocks_))) return false;
-  sequence->reserved_blocks = need;
-  outstanding_blocks_ += need;
+  int promise = need;
+  if (need > spare_blocks() &&
+      !allocator_.ensure_free(static_cast<int>(need + outstanding_blocks_))) {
+    if (!can_start_on_credit(sequence, need)) return false;
+    promise = static_cast<int>(spare_blocks());
+    sequence->credit_blocks = need - promise;
+    credit_blocks_ += need - promise;
+  }
+  sequence->reserved_blocks = promise;
+  outstanding_blocks_ += promise;
   return grow(sequence, num_tokens);  // within the reservation: cannot fail
+}
+
+bool Scheduler::can_start_on_credit(const Sequence* sequence, int need) const {
+  if (config_.admission != KvAdmission::kReserve) return false;
+  const int64_t spare = spare_blocks();
+  const int64_t tokens = sequence->num_tokens();
+  if (allocator_.blocks_for_tokens(tokens + 1) > spare) return false;
+  // Steps the sequence can run within the spare blocks, less the lag until freed blocks are usable.
+  const int64_t runway = spare * allocator_.block_size() - tokens - kReleaseLagSteps;
+  int64_t freed = 0;  // by fully promised decoding sequences that finish within the runway
+  for (const Sequence* r : running_) {
+    if (r->credit_blocks > 0 || r->reserved_blocks == 0 || r->num_uncomputed() > 1) continue;
+    if (r->stop().max_tokens - r->num_generated() <= runway) freed += r->reserved_blocks;
+  }
+  // Every credit already given is counted against the same releases.
+  return need - spare <= freed - credit_blocks_;
+}
+
+void Scheduler::settle_credit() {
+  if (spare_blocks() < credit_blocks_) {
+    allocator_.ensure_free(static_cast<int>(outstanding_blocks_ + credit_blocks_));
+  }
+  for (Sequence* s : running_) {
+    if (s->credit_blocks == 0) continue;
+    const int take = static_cast<int>(
+        std::min<int64_t>(s->credit_blocks, std::max<int64_t>(spare_blocks(), 0)));
+    if (take == 0) break;  // oldest first: a newer sequence does not overtake an older one
+    s->credit_blocks -= take;
+    s->reserved_blocks += take;
+    credit_blocks_ -= take;
+    outstanding_blocks_ += take;
+  }
 }
 
 bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
@@ -112,6 +168,13 @@ bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
   }
   if (!allocator_.grow(sequence->block_table, num_tokens)) return false;
   outstanding_blocks_ -= from_promise;
+  if (sequence->credit_blocks > 0) {
+    // Blocks beyond the promise came from the spare ones: that much credit is paid.
+    const int paid = std::min(missing - from_promise, sequence->credit_blocks);
+    sequence->credit_blocks -= paid;
+    sequence->reserved_blocks += paid;
+    credit_blocks_ -= paid;
+  }
   return true;
 }
 
@@ -135,6 +198,8 @@ bool Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
 void Scheduler::drop_reservation(Sequence* sequence) {
   outstanding_blocks_ -= std::max(0, sequence->reserved_blocks - int(sequence->block_table.size()));
   sequence->reserved_blocks = 0;
+  credit_blocks_ -= sequence->credit_blocks;
+  sequence->credit_blocks = 0;
 }
 
 void Scheduler::preempt(Sequence* victim) {

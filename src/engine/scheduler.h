@@ -11,6 +11,12 @@
 //   (prompt + max_tokens) is free beside what the running sequences were promised; the promise
 //   is kept in Sequence::reserved_blocks. Running sequences then never run short, nothing is
 //   preempted, and a pool too small for the offered load makes requests queue instead of thrash.
+//   Overlap: the head of the queue is also admitted when its prompt fits in the spare blocks and
+//   running sequences that finish before it outgrows them (each at most max_tokens away) will
+//   free the rest; that rest is its credit (Sequence::credit_blocks), promised as blocks come
+//   free. A sequence on credit that would need an unpromised block skips its step instead (it
+//   never preempts), so a pool that holds 1.5 sequences runs the next prompt beside the last
+//   tokens of the current one instead of after them.
 // - kOptimistic (vLLM's rule): admitted when the blocks of the first chunk are free. A running
 //   sequence that needs a block when none is spare preempts the newest running sequence without
 //   a reservation that is not yet planned this step (possibly itself): its blocks are freed and it
@@ -106,6 +112,11 @@ class Scheduler {
   // Every block `sequence` can ever need: prompt + max_tokens.
   int full_need(const Sequence* sequence) const;
   int64_t spare_blocks() const { return allocator_.num_free_blocks() - outstanding_blocks_; }
+  // kReserve's overlap rule: whether `sequence` (needing `need` blocks, more than are spare) may
+  // start now on credit.
+  bool can_start_on_credit(const Sequence* sequence, int need) const;
+  // Turns credit into promises while spare blocks allow, oldest sequences first.
+  void settle_credit();
   void drop_reservation(Sequence* sequence);
   void preempt(Sequence* victim);
   void plan(Sequence* sequence, int64_t num_tokens);
@@ -121,6 +132,7 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_total_ = 0;
   int64_t outstanding_blocks_ = 0;  // promised to running sequences, not yet in their tables
+  int64_t credit_blocks_ = 0;       // the running sequences' credit_blocks, summed
 };
 
 }  // namespace gpufrac::engine

@@ -90,6 +90,9 @@ class Sequence {
   int64_t scheduled_step = -1;
   int num_preemptions = 0;
   int reserved_blocks = 0;  // KV blocks promised at admission (prompt + max_tokens); 0: none
+  // Blocks of that need not promised yet: admitted against blocks that finishing sequences
+  // will free (Scheduler, kReserve), promised as they come free.
+  int credit_blocks = 0;
 
  private:
   static bool contains(const std::vector<int32_t>& ids, int32_t token);

@@ -72,7 +72,6 @@ TEST(Engine, OutputDoesNotDependOnBatchingChunkingOrPreemption) {
   o.scheduler.max_num_batched_tokens = 24;
   o.scheduler.admission = KvAdmission::kOptimistic;  // so that preemptions happen
   Engine engine(runner, o);
-  engine.start();
   std::vector<EngineRequest> requests;
   std::vector<std::shared_ptr<CollectingSink>> sinks;
   for (int i = 0; i < 24; ++i) {
@@ -81,6 +80,7 @@ TEST(Engine, OutputDoesNotDependOnBatchingChunkingOrPreemption) {
     ASSERT_EQ(engine.submit(engine.new_request_id(), requests.back(), sinks.back()),
               Engine::Admission::kAccepted);
   }
+  engine.start();  // after every submit: all 24 arrive at once however busy the machine is
   for (int i = 0; i < 24; ++i) {
     ASSERT_TRUE(sinks[i]->wait());
     RequestOutcome out = sinks[i]->outcome();

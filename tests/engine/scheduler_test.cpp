@@ -13,11 +13,15 @@ namespace gpufrac::engine {
 namespace {
 
 // Drives a Scheduler the way the engine does, without a runner: sampled chunks get a token
-// derived from the sequence length; finished sequences leave. Checks the invariants every step.
+// derived from the sequence length; finished sequences leave, `finish_delay_steps` steps after
+// their last token (as an engine that delivers tokens late). Checks the invariants every step.
 class Harness {
  public:
-  Harness(int num_blocks, int block_size, SchedulerConfig config)
-      : allocator(num_blocks, block_size), scheduler(config, allocator), config_(config) {}
+  Harness(int num_blocks, int block_size, SchedulerConfig config, int finish_delay_steps = 0)
+      : allocator(num_blocks, block_size),
+        scheduler(config, allocator),
+        config_(config),
+        finish_delay_steps_(finish_delay_steps) {}
 
   Sequence* add(int prompt_len, int max_tokens) {
     std::vector<int32_t> prompt(prompt_len, 7);
@@ -37,10 +41,15 @@ class Harness {
       if (!c.sample) continue;
       Sequence* s = c.sequence;
       if (s->append_token(static_cast<int32_t>(s->num_tokens() % 100)) != FinishReason::kNone) {
-        finished.push_back(s->id());
-        scheduler.finish(s);
+        finishing_.push_back({steps + finish_delay_steps_, s});
       }
     }
+    std::erase_if(finishing_, [&](const std::pair<int, Sequence*>& due) {
+      if (due.first > steps) return false;
+      finished.push_back(due.second->id());
+      scheduler.finish(due.second);
+      return true;
+    });
     ++steps;
     return out;
   }
@@ -61,6 +70,10 @@ class Harness {
       }
       for (int32_t b : s->block_table) ASSERT_TRUE(seen.insert(b).second) << "block shared";
       held += static_cast<int64_t>(s->block_table.size());
+      if (s->reserved_blocks > 0) {
+        ASSERT_LE(int(s->block_table.size()), s->reserved_blocks) << "took an unpromised block";
+      }
+      if (s->credit_blocks > 0) ++credit_steps;
     }
     ASSERT_EQ(held, allocator.num_used_blocks());
     // Promised blocks are always there to be had: nobody else may take them.
@@ -86,9 +99,12 @@ class Harness {
   std::vector<std::unique_ptr<Sequence>> sequences;
   std::vector<uint64_t> finished;
   int steps = 0;
+  int credit_steps = 0;  // (sequence, step) pairs with a sequence on credit
 
  private:
   SchedulerConfig config_;
+  int finish_delay_steps_;
+  std::vector<std::pair<int, Sequence*>> finishing_;  // (step due, sequence)
   uint64_t next_id_ = 0;
 };
 
@@ -176,11 +192,11 @@ TEST(Scheduler, FirstComeFirstServedAndTheHeadIsNeverSkipped) {
 }
 
 TEST(Scheduler, ReserveAdmitsOnlyWhatCanFinishAndNeverPreempts) {
-  // 6 blocks of 4 tokens; two sequences that each grow to 4 + 12 tokens (4 blocks each): both
-  // fit their prompts, but not their whole lengths, so the second waits for the first.
+  // 6 blocks of 4 tokens; two sequences that each grow to 8 + 8 tokens (4 blocks each): the
+  // second's prompt does not fit beside the first's reservation, so it waits for the first.
   Harness h(6, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 64});
-  Sequence* first = h.add(4, 12);
-  Sequence* second = h.add(4, 12);
+  Sequence* first = h.add(8, 8);
+  Sequence* second = h.add(8, 8);
   h.step();
   EXPECT_EQ(first->reserved_blocks, 4);
   EXPECT_EQ(second->status, SequenceStatus::kWaiting);
@@ -191,6 +207,54 @@ TEST(Scheduler, ReserveAdmitsOnlyWhatCanFinishAndNeverPreempts) {
     }
   }
   h.run_to_completion();
+  EXPECT_EQ(h.finished, (std::vector<uint64_t>{first->id(), second->id()}));
+  EXPECT_EQ(h.scheduler.num_preemptions_total(), 0u);
+  EXPECT_EQ(second->num_generated(), 8);
+  EXPECT_EQ(h.scheduler.num_outstanding_blocks(), 0);
+  EXPECT_EQ(h.credit_steps, 0);
+}
+
+TEST(Scheduler, ReserveStartsTheNextPromptBesideTheLastTokensOfTheCurrentOne) {
+  // 6 blocks of 4 tokens; two sequences of 4 + 12 tokens (4 blocks each). The second's prompt
+  // fits in the 2 spare blocks, which hold it for 2 more steps after the lag: it starts on credit
+  // once the first has at most 2 tokens left, never before, and nothing is preempted.
+  Harness h(6, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 64});
+  Sequence* first = h.add(4, 12);
+  Sequence* second = h.add(4, 12);
+  bool overlapped = false;
+  while (first->status != SequenceStatus::kFinished) {
+    const int64_t first_left = 12 - first->num_generated();
+    h.step();
+    if (second->status == SequenceStatus::kRunning && first->status != SequenceStatus::kFinished) {
+      overlapped = true;
+      EXPECT_LE(first_left, 2) << "started on credit while the first was far from done";
+    }
+  }
+  EXPECT_TRUE(overlapped);
+  EXPECT_GT(h.credit_steps, 0);
+  h.run_to_completion();
+  EXPECT_EQ(h.finished, (std::vector<uint64_t>{first->id(), second->id()}));
+  EXPECT_EQ(h.scheduler.num_preemptions_total(), 0u);
+  EXPECT_EQ(second->num_generated(), 12);
+  EXPECT_EQ(second->credit_blocks, 0);
+  EXPECT_EQ(h.scheduler.num_outstanding_blocks(), 0);
+}
+
+TEST(Scheduler, ASequenceOnCreditWaitsForLateBlocksAndPreemptsNothing) {
+  // As above, but the first's blocks come free 6 steps after its last token (more than the lag
+  // the rule allows for): the second runs out of spare blocks and skips steps until they come.
+  Harness h(6, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 64}, 6);
+  Sequence* first = h.add(4, 12);
+  Sequence* second = h.add(4, 12);
+  int second_skipped = 0;
+  while (h.scheduler.has_work() && h.steps < 1000) {
+    const SchedulerOutput& out = h.step();
+    if (HasFatalFailure()) return;
+    bool planned = std::any_of(out.chunks.begin(), out.chunks.end(),
+                               [&](const ScheduledChunk& c) { return c.sequence == second; });
+    if (second->status == SequenceStatus::kRunning && !planned) ++second_skipped;
+  }
+  EXPECT_GT(second_skipped, 0);
   EXPECT_EQ(h.finished, (std::vector<uint64_t>{first->id(), second->id()}));
   EXPECT_EQ(h.scheduler.num_preemptions_total(), 0u);
   EXPECT_EQ(second->num_generated(), 12);
@@ -262,6 +326,7 @@ TEST(Scheduler, FinishFreesBlocksFromRunningAndWaiting) {
 // block leaks, reserve never preempts and optimistic preempts a sequence at most twice.
 TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
   std::mt19937 rng(1234);
+  int credit_steps = 0;
   for (int round = 0; round < 60; ++round) {
     KvAdmission admission = round % 2 ? KvAdmission::kOptimistic : KvAdmission::kReserve;
     int block_size = 1 << (rng() % 5);
@@ -270,7 +335,7 @@ TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
     SchedulerConfig config{.admission = admission,
                            .max_num_seqs = 1 + int(rng() % 16),
                            .max_num_batched_tokens = 16 + int(rng() % 100)};
-    Harness h(num_blocks, block_size, config);
+    Harness h(num_blocks, block_size, config, int(rng() % 2));  // the engine delivers 0-1 steps late
     std::map<uint64_t, int> expected;  // id -> max_tokens, for those not cancelled
     std::set<uint64_t> cancelled;
     for (int t = 0; t < 400; ++t) {
@@ -292,7 +357,8 @@ TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
       if (HasFatalFailure()) return;
     }
     h.run_to_completion();
-    EXPECT_FALSE(h.scheduler.has_work());
+    EXPECT_FALSE(h.scheduler.has_work()) << "round " << round;
+    credit_steps += h.credit_steps;
     EXPECT_EQ(h.allocator.num_used_blocks(), 0) << "round " << round;
     EXPECT_EQ(h.scheduler.num_outstanding_blocks(), 0) << "round " << round;
     if (admission == KvAdmission::kReserve) {
@@ -304,6 +370,7 @@ TEST(Scheduler, RandomWorkloadsKeepInvariantsAndLeakNothing) {
       EXPECT_EQ(s->num_generated(), expected[s->id()]) << "round " << round;
     }
   }
+  EXPECT_GT(credit_steps, 0) << "no workload started a sequence on credit";
 }
 
 }  // namespace
