@@ -60,13 +60,9 @@ const SchedulerOutput& Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget_left_ > 0;) {
     Sequence* s = running_[i];
     if (s->num_uncomputed() == 1 && s->scheduled_step != step_ && !s->reached_max_tokens()) {
-      if (s->credit_blocks > 0) {
-        if (grow(s, s->num_computed + 1)) plan(s, 1);  // else it waits for its credit
-      } else if (!reserve_blocks(s, s->num_computed + 1)) {
-        continue;  // s left running_; i is the next one
-      } else {
-        plan(s, 1);
-      }
+      BlocksForStep got = reserve_blocks(s, s->num_computed + 1);
+      if (got == BlocksForStep::kPreempted) continue;  // s left running_; i is the next one
+      if (got == BlocksForStep::kGot) plan(s, 1);
     }
     ++i;
   }
@@ -80,13 +76,9 @@ const SchedulerOutput& Scheduler::schedule() {
     Sequence* s = running_[i];
     if (s->scheduled_step != step_ && !s->reached_max_tokens()) {
       int64_t n = std::min(s->num_uncomputed(), budget_left_);
-      if (s->credit_blocks > 0) {
-        if (grow(s, s->num_computed + n)) plan(s, n);
-      } else if (!reserve_blocks(s, s->num_computed + n)) {
-        continue;
-      } else {
-        plan(s, n);
-      }
+      BlocksForStep got = reserve_blocks(s, s->num_computed + n);
+      if (got == BlocksForStep::kPreempted) continue;
+      if (got == BlocksForStep::kGot) plan(s, n);
     }
     ++i;
   }
@@ -150,11 +142,15 @@ void Scheduler::settle_credit() {
     const int take = static_cast<int>(
         std::min<int64_t>(s->credit_blocks, std::max<int64_t>(spare_blocks(), 0)));
     if (take == 0) break;  // oldest first: a newer sequence does not overtake an older one
-    s->credit_blocks -= take;
-    s->reserved_blocks += take;
-    credit_blocks_ -= take;
+    pay_credit(s, take);
     outstanding_blocks_ += take;
   }
+}
+
+void Scheduler::pay_credit(Sequence* sequence, int blocks) {
+  sequence->credit_blocks -= blocks;
+  sequence->reserved_blocks += blocks;
+  credit_blocks_ -= blocks;
 }
 
 bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
@@ -168,17 +164,16 @@ bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
   }
   if (!allocator_.grow(sequence->block_table, num_tokens)) return false;
   outstanding_blocks_ -= from_promise;
-  if (sequence->credit_blocks > 0) {
-    // Blocks beyond the promise came from the spare ones: that much credit is paid.
-    const int paid = std::min(missing - from_promise, sequence->credit_blocks);
-    sequence->credit_blocks -= paid;
-    sequence->reserved_blocks += paid;
-    credit_blocks_ -= paid;
-  }
+  // Blocks beyond the promise came from the spare ones: that much credit is paid.
+  pay_credit(sequence, std::min(missing - from_promise, sequence->credit_blocks));
   return true;
 }
 
-bool Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
+Scheduler::BlocksForStep Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
+  if (sequence->credit_blocks > 0) {
+    // A sequence on credit never preempts: it waits for the blocks it was promised to come free.
+    return grow(sequence, num_tokens) ? BlocksForStep::kGot : BlocksForStep::kWait;
+  }
   while (!grow(sequence, num_tokens)) {
     // The newest sequence without a reservation that is not planned this step. A sequence with
     // a reservation never gets here (its blocks were promised); one without qualifies itself.
@@ -190,9 +185,9 @@ bool Scheduler::reserve_blocks(Sequence* sequence, int64_t num_tokens) {
     }
     Sequence* v = *victim;
     preempt(v);
-    if (v == sequence) return false;
+    if (v == sequence) return BlocksForStep::kPreempted;
   }
-  return true;
+  return BlocksForStep::kGot;
 }
 
 void Scheduler::drop_reservation(Sequence* sequence) {

@@ -100,10 +100,12 @@ class Scheduler {
   const KvBlockAllocator& allocator() const { return allocator_; }
 
  private:
+  enum class BlocksForStep { kGot, kWait, kPreempted };
   // Gives `sequence` the blocks to hold `num_tokens` positions, preempting newer unplanned
-  // sequences without a reservation while the pool is short. False when `sequence` itself had to
-  // be preempted.
-  bool reserve_blocks(Sequence* sequence, int64_t num_tokens);
+  // sequences without a reservation while the pool is short. kPreempted when `sequence` itself
+  // had to be; kWait when it is on credit and its promised blocks are not free yet (it skips
+  // this step and keeps its place).
+  BlocksForStep reserve_blocks(Sequence* sequence, int64_t num_tokens);
   // Grows the table from the sequence's own reservation, or else from the blocks nobody was
   // promised. False, changing nothing, when those are too few.
   bool grow(Sequence* sequence, int64_t num_tokens);
@@ -117,6 +119,8 @@ class Scheduler {
   bool can_start_on_credit(const Sequence* sequence, int need) const;
   // Turns credit into promises while spare blocks allow, oldest sequences first.
   void settle_credit();
+  // Moves `blocks` of the sequence's credit into its reservation.
+  void pay_credit(Sequence* sequence, int blocks);
   void drop_reservation(Sequence* sequence);
   void preempt(Sequence* victim);
   void plan(Sequence* sequence, int64_t num_tokens);
