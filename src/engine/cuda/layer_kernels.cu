@@ -97,16 +97,24 @@ __global__ void add_rmsnorm_vec_kernel(float* x, const float* addend, const int3
 
 // One warp per (token, head); lane l holds dims [l * kPerLane, (l + 1) * kPerLane). The
 // rotate-half partner of dim i < head_dim / 2 is i + head_dim / 2, which sits in lane l ^ 16.
+// The block's token's cos/sin per frequency are computed once into shared memory: every head of
+// the token uses the same angles.
 template <int kPerLane>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
+  constexpr int kHeadDim = kPerLane * 32;
+  __shared__ float angle_cos[kHeadDim / 2], angle_sin[kHeadDim / 2];
   wait_for_previous_grid();
   allow_next_grid_launch();
-  constexpr int kHeadDim = kPerLane * 32;
+  int t = blockIdx.x;
+  if (threadIdx.x < kHeadDim / 2) {
+    sincosf(float(p.positions[t]) * p.inv_freq[threadIdx.x], &angle_sin[threadIdx.x],
+            &angle_cos[threadIdx.x]);
+  }
+  __syncthreads();
   int lane = threadIdx.x & 31;
   int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
   int jobs = p.num_heads + 2 * p.num_kv_heads;
   if (job >= jobs) return;
-  int t = blockIdx.x;
   int q_width = p.num_heads * kHeadDim, kv_width = p.num_kv_heads * kHeadDim;
   int columns = q_width + 2 * kv_width;
   int kind, head, column;  // kind: 0 q, 1 k, 2 v
@@ -119,10 +127,21 @@ __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   }
   int dim0 = lane * kPerLane;
   float v[kPerLane];
+  const int64_t at = int64_t(t) * columns + column + dim0;
+  if (kPerLane % 4 == 0 && !p.qkv.is_bf16 && p.qkv.parts == 1) {  // 16-byte loads
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.qkv.data) + at);
 #pragma unroll
-  for (int d = 0; d < kPerLane; ++d) {
-    v[d] = read_gemm_output(p.qkv, int64_t(t) * columns + column + dim0 + d);
-    if (p.bias) v[d] += p.bias[column + dim0 + d];
+    for (int q = 0; q < kPerLane / 4; ++q) {
+      const float4 f = src[q];
+      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) v[d] = read_gemm_output(p.qkv, at + d);
+  }
+  if (p.bias) {
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) v[d] += p.bias[column + dim0 + d];
   }
   if (kind != 2) {
     const float* norm = kind == 0 ? p.q_norm : p.k_norm;
@@ -134,14 +153,12 @@ __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
 #pragma unroll
       for (int d = 0; d < kPerLane; ++d) v[d] = v[d] * scale * norm[dim0 + d];
     }
-    float position = float(p.positions[t]);
     bool first_half = lane < 16;
 #pragma unroll
     for (int d = 0; d < kPerLane; ++d) {
       float partner = __shfl_xor_sync(0xffffffffu, v[d], 16);
       int i = (dim0 + d) % (kHeadDim / 2);
-      float s, c;
-      sincosf(position * p.inv_freq[i], &s, &c);
+      float s = angle_sin[i], c = angle_cos[i];
       v[d] = first_half ? v[d] * c - partner * s : v[d] * c + partner * s;
     }
   }
@@ -155,8 +172,13 @@ __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
     bf16* cache = kind == 1 ? p.k_cache : p.v_cache;
     dst = cache + ((block * p.num_kv_heads + head) * p.block_size + offset) * kHeadDim;
   }
+  if constexpr (kPerLane % 4 == 0) {
 #pragma unroll
-  for (int d = 0; d < kPerLane; ++d) dst[dim0 + d] = __float2bfloat16_rn(v[d]);
+    for (int q = 0; q < kPerLane / 4; ++q) store_bf16x4(dst + dim0 + 4 * q, v + 4 * q);
+  } else {
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) dst[dim0 + d] = __float2bfloat16_rn(v[d]);
+  }
 }
 
 __global__ void silu_mul_kernel(GemmOutput gate_up, int64_t count, int intermediate, bf16* out) {
@@ -168,6 +190,28 @@ __global__ void silu_mul_kernel(GemmOutput gate_up, int64_t count, int intermedi
     float up = read_gemm_output(gate_up, gate_at + intermediate);
     out[idx] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
   }
+}
+
+// silu_mul_kernel for a bf16 gate|up of one part, intermediate % 8 == 0, 16-byte aligned rows:
+// thread (x, token) takes 8 consecutive outputs, reading gate and up with one 16-byte load each.
+__global__ void silu_mul_vec_kernel(const bf16* gate_up, int intermediate, bf16* out) {
+  const int chunk = blockIdx.x * blockDim.x + threadIdx.x;
+  if (chunk >= intermediate / 8) return;
+  const int64_t t = blockIdx.y;
+  const uint4 gate_raw = reinterpret_cast<const uint4*>(gate_up + t * 2 * intermediate)[chunk];
+  const uint4 up_raw =
+      reinterpret_cast<const uint4*>(gate_up + t * 2 * intermediate + intermediate)[chunk];
+  const __nv_bfloat162* gate2 = reinterpret_cast<const __nv_bfloat162*>(&gate_raw);
+  const __nv_bfloat162* up2 = reinterpret_cast<const __nv_bfloat162*>(&up_raw);
+  uint4 result;
+  __nv_bfloat162* result2 = reinterpret_cast<__nv_bfloat162*>(&result);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 g = __bfloat1622float2(gate2[i]), u = __bfloat1622float2(up2[i]);
+    result2[i] = __floats2bfloat162_rn(g.x / (1.0f + __expf(-g.x)) * u.x,
+                                       g.y / (1.0f + __expf(-g.y)) * u.y);
+  }
+  reinterpret_cast<uint4*>(out + t * intermediate)[chunk] = result;
 }
 
 int norm_threads(int hidden) { return hidden >= 1024 ? 256 : hidden >= 256 ? 128 : 64; }
@@ -224,6 +268,15 @@ void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf
                      cudaStream_t stream) {
   int64_t count = int64_t(tokens) * intermediate;
   if (count == 0) return;
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (gate_up.is_bf16 && gate_up.parts == 1 && intermediate % 8 == 0 && aligned(gate_up.data) &&
+      aligned(out) && tokens <= 65535) {
+    const dim3 grid((intermediate / 8 + 255) / 256, tokens);
+    silu_mul_vec_kernel<<<grid, 256, 0, stream>>>(static_cast<const bf16*>(gate_up.data),
+                                                  intermediate, out);
+    GPUFRAC_LAUNCH_CHECK();
+    return;
+  }
   int blocks = int(std::min<int64_t>((count + 255) / 256, 8192));
   silu_mul_kernel<<<blocks, 256, 0, stream>>>(gate_up, count, intermediate, out);
   GPUFRAC_LAUNCH_CHECK();
