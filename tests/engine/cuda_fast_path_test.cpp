@@ -290,6 +290,27 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   EXPECT_LT(error, 2e-2) << what;
 }
 
+// attention_splits plans whole waves of kDecodeBlocksPerSm (3) blocks per SM: Qwen3-4B's 8 KV
+// heads at 132 SMs (396 slots).
+TEST(CudaFastPathAttention, SplitsFillWholeWaves) {
+  EXPECT_EQ(attention_splits(1, 32, 8, 132, 2048), 32);  // 256 blocks of one tile: one wave
+  // 32 rows: 1 split is 256 blocks of 32 tiles (one wave, 65% full), 2 splits 1.3 waves; 3
+  // splits are two full waves of 11 tiles.
+  EXPECT_EQ(attention_splits(32, 32, 8, 132, 2048), 3);
+  EXPECT_EQ(attention_splits(396, 32, 8, 132, 2048), 1);  // 8 waves: never split
+  EXPECT_EQ(attention_splits(1, 32, 8, 16, 2048), 6);     // 48 slots under a 12.5% MPS share
+  EXPECT_LE(attention_splits(1, 32, 8, 132, 100), 2);     // every split covers 64 positions
+  EXPECT_EQ(attention_splits(1, 32, 8, 132, 0), 32);      // unknown context: planned for 2048
+  for (int sms : {1, 16, 66, 132}) {
+    const int64_t floats = attention_partial_floats(32, 8, 128, sms);
+    for (int rows = 1; rows <= 4096; ++rows) {
+      const int splits = attention_splits(rows, 32, 8, sms, 0);
+      ASSERT_GE(splits, 1);
+      if (splits > 1) ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
+    }
+  }
+}
+
 TEST(CudaFastPathAttention, DecodeRowsMatchSimpleAtManyContexts) {
   AttentionCase c;
   for (int context : {1, 2, 15, 16, 17, 63, 64, 65, 300, 2048}) c.seqs.push_back({context - 1, 1});

@@ -186,18 +186,31 @@ void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cuda
                 0, stream, p.overlap, p, flash_min_queries);
 }
 
+int split_grid_slots(int sm_count) { return kDecodeBlocksPerSm * std::max(sm_count, 1); }
+constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unsplit
+
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
-  int blocks = rows * num_kv_heads * head_groups(num_heads, num_kv_heads);
-  int target = 2 * sm_count;
-  if (blocks >= target) return 1;
-  int splits = std::min(kMaxSplits, (target + blocks - 1) / blocks);
-  if (max_context > 0) splits = std::min(splits, std::max(1, (max_context + 63) / 64));
-  return std::max(1, splits);
+  constexpr int kBlockCostTiles = 1, kPlannedContext = 2048;
+  const int64_t blocks = int64_t(rows) * num_kv_heads * head_groups(num_heads, num_kv_heads);
+  const int64_t slots = split_grid_slots(sm_count);
+  if (blocks <= 0 || blocks >= kUnsplitWaves * slots) return 1;
+  const int tiles = std::max(1, ((max_context > 0 ? max_context : kPlannedContext) + 63) / 64);
+  auto cost = [&](int splits) {
+    const int64_t waves = (blocks * splits + slots - 1) / slots;
+    return double(waves) * ((tiles + splits - 1) / splits + kBlockCostTiles);
+  };
+  int best = 1;
+  for (int splits = 2; splits <= std::min(kMaxSplits, tiles); ++splits) {
+    if (cost(splits) < 0.9 * cost(best)) best = splits;
+  }
+  return best;
 }
 
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
   int64_t most = 0;
-  for (int rows = 1; rows <= 2 * sm_count; ++rows) {
+  const int64_t kv_blocks = int64_t(num_kv_heads) * head_groups(num_heads, num_kv_heads);
+  const int64_t most_split_rows = kUnsplitWaves * split_grid_slots(sm_count) / std::max<int64_t>(kv_blocks, 1);
+  for (int rows = 1; rows <= most_split_rows; ++rows) {
     int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0);
     if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
   }

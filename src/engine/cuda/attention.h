@@ -4,9 +4,9 @@
 // launch_qkv_rope_kv before).
 //
 // One thread block per (row, KV head, group of up to 8 query heads): all query heads that share
-// a KV head read each K/V vector once (GQA). When rows x KV heads would not fill the SMs this
-// process may use, the context is split across `splits` blocks (flash-decoding) whose partial
-// results are merged by log-sum-exp in a second kernel. Rows with context 0 (graph padding)
+// a KV head read each K/V vector once (GQA). When rows x KV heads would leave the SMs this
+// process may use idle for part of the grid's waves, the context is split across `splits` blocks
+// (flash-decoding) whose partial results are merged by log-sum-exp in a second kernel. Rows with context 0 (graph padding)
 // produce zeros. The split count is chosen on the host (attention_splits) and each block derives
 // its range from the context length in device memory, so a captured graph stays valid for any
 // length.
@@ -66,8 +66,11 @@ constexpr int kFlashMinQueries = 16;
 // True when kFast has kernels for this shape (otherwise launch_paged_attention uses kSimple).
 bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim);
 
-// How many context splits fill `sm_count` SMs for `rows` query rows. `max_context` > 0 caps the
-// splits so that each covers at least 64 positions; 0 (unknown: graph capture) does not.
+// How many context splits to run `rows` query rows in on `sm_count` SMs: the count whose grid,
+// in waves of kDecodeBlocksPerSm blocks per SM, finishes first when each block costs its 64-key
+// tiles plus one tile of fixed cost; a larger count must win by 10%. Every split covers at least
+// 64 positions of `max_context`; 0 (unknown: graph capture) plans for 2048. Grids of 8 waves or
+// more are not split.
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
 // SM count.

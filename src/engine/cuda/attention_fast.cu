@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
 // ldmatrix.trans for V). The four warps' (max, sum, O) are merged through shared memory at the
 // end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_attention_kernel(AttentionParams p) {
   wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
