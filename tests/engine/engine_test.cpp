@@ -354,7 +354,6 @@ TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
   fakes::FakeRunner runner(elastic_runner(&device_blocks));
   Engine engine(runner, elastic_engine(50));
   EXPECT_EQ(runner.backed_blocks(), 0);
-  engine.start();
   std::vector<EngineRequest> requests;
   std::vector<std::shared_ptr<CollectingSink>> sinks;
   for (int i = 0; i < 6; ++i) {
@@ -363,6 +362,9 @@ TEST(Engine, ElasticKvWaitsForMemoryAndGivesIdleChunksBack) {
     ASSERT_EQ(engine.submit(engine.new_request_id(), requests.back(), sinks.back()),
               Engine::Admission::kAccepted);
   }
+  // Started after the submits, so all 6 wait at once: started before, a busy machine can let
+  // the engine finish each request before the next arrives and never reach the limit.
+  engine.start();
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(sinks[size_t(i)]->wait());
     EXPECT_EQ(sinks[size_t(i)]->outcome().reason, FinishReason::kLength);

@@ -143,6 +143,22 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const bf16* row_addre
                : "r"(address));
 }
 
+// Two 8x8 bf16 matrices from shared memory: lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const bf16* row_address) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(address));
+}
+
+// 2^x in one instruction (ex2.approx.ftz: results below 2^-126 flush to 0, far below the bf16
+// rounding of the probabilities that use it); 2^-inf = 0.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Four 8x8 bf16 matrices from shared memory, transposed (B fragments of a row-major [k][n]
 // tile): lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row_address) {
@@ -219,24 +235,34 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
 #pragma unroll
     for (int n = 0; n < kKeyTiles; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const bf16* k_row = ks + (n * 8 + g) * kStride + 2 * t4;
+      // Matrix i of ldmatrix_x2 (lanes 8i..8i+7 give its rows): keys n*8 + 0..7, dims
+      // st*16 + 8i..+7: b0 and b1 of k-step st.
+      const bf16* k_rows = ks + (n * 8 + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8;
 #pragma unroll
       for (int st = 0; st < kSteps; ++st) {
-        mma_bf16_16816(s[n], qf[st], load_u32(k_row + st * 16), load_u32(k_row + st * 16 + 8));
+        uint32_t b[2];
+        ldmatrix_x2(b, k_rows + st * 16);
+        mma_bf16_16816(s[n], qf[st], b[0], b[1]);
       }
     }
     float max_lo = -INFINITY, max_hi = -INFINITY;
+    // Scores stay unscaled until the exponent (scale > 0 keeps the maximum); a tile that every
+    // row of the warp sees whole is not masked.
+    const bool whole_tile = __all_sync(0xffffffffu, kv0 + kTileKeys <= min(ctx_lo, ctx_hi));
 #pragma unroll
     for (int n = 0; n < kKeyTiles; ++n) {
+      if (!whole_tile) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        int key = kv0 + n * 8 + 2 * t4 + (j & 1);
-        bool visible = key < (j < 2 ? ctx_lo : ctx_hi);
-        s[n][j] = visible ? s[n][j] * scale : -INFINITY;
+        for (int j = 0; j < 4; ++j) {
+          const int key = kv0 + n * 8 + 2 * t4 + (j & 1);
+          if (key >= (j < 2 ? ctx_lo : ctx_hi)) s[n][j] = -INFINITY;
+        }
       }
       max_lo = fmaxf(max_lo, fmaxf(s[n][0], s[n][1]));
       max_hi = fmaxf(max_hi, fmaxf(s[n][2], s[n][3]));
     }
+    max_lo *= scale;
+    max_hi *= scale;
 #pragma unroll
     for (int offset = 1; offset <= 2; offset <<= 1) {
       max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
@@ -251,10 +277,10 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
     float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
     for (int n = 0; n < kKeyTiles; ++n) {
-      s[n][0] = exp2f(s[n][0] - base_lo);
-      s[n][1] = exp2f(s[n][1] - base_lo);
-      s[n][2] = exp2f(s[n][2] - base_hi);
-      s[n][3] = exp2f(s[n][3] - base_hi);
+      s[n][0] = exp2_approx(fmaf(s[n][0], scale, -base_lo));
+      s[n][1] = exp2_approx(fmaf(s[n][1], scale, -base_lo));
+      s[n][2] = exp2_approx(fmaf(s[n][2], scale, -base_hi));
+      s[n][3] = exp2_approx(fmaf(s[n][3], scale, -base_hi));
       sum_lo += s[n][0] + s[n][1];
       sum_hi += s[n][2] + s[n][3];
     }
