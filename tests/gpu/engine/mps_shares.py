@@ -14,14 +14,10 @@ import re
 import sys
 
 
-def main():
-    if len(sys.argv) < 3:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    out, shares = sys.argv[1], sys.argv[2:]
-    print("| MPS share | SMs usable | decode batch 1, GPU ms | GB/s read | GB/s per SM |")
-    print("|---:|---:|---:|---:|---:|")
-    missing = 0
+def share_rows(out, shares):
+    """Per share: a dict of share, sms (None if unreported), ms, gbps, per_sm (None without
+    sms), or of share and error (the exception's class name) when its files are missing."""
+    rows = []
     for share in shares:
         try:
             with open(os.path.join(out, f"mps-share-{share}.json")) as f:
@@ -30,15 +26,37 @@ def main():
                 sms = re.search(r"(\d+) SMs usable", f.read())
             row = next(r for r in bench["decode"] if r["batch"] == 1)
         except (OSError, ValueError, KeyError, StopIteration) as error:
-            print(f"| {share}% | — | — | — | — |  ({error.__class__.__name__})")
-            missing += 1
+            rows.append({"share": share, "error": error.__class__.__name__})
             continue
         ms = row["graph_gpu_ms"]
         gbps = row["bytes"] / (ms * 1e-3) / 1e9
         sm_count = int(sms.group(1)) if sms else None
-        per_sm = f"{gbps / sm_count:.1f}" if sm_count else "—"
-        print(f"| {share}% | {sm_count if sm_count else '—'} | {ms:.3f} | {gbps:.0f} | {per_sm} |")
-    return 1 if missing else 0
+        rows.append({"share": share, "sms": sm_count, "ms": ms, "gbps": gbps,
+                     "per_sm": gbps / sm_count if sm_count else None})
+    return rows
+
+
+def table_lines(rows):
+    """share_rows' rows as a markdown table."""
+    lines = ["| MPS share | SMs usable | decode batch 1, GPU ms | GB/s read | GB/s per SM |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['share']}% | — | — | — | — |  ({r['error']})")
+            continue
+        per_sm = f"{r['per_sm']:.1f}" if r["per_sm"] is not None else "—"
+        sms = r["sms"] if r["sms"] else "—"
+        lines.append(f"| {r['share']}% | {sms} | {r['ms']:.3f} | {r['gbps']:.0f} | {per_sm} |")
+    return lines
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    rows = share_rows(sys.argv[1], sys.argv[2:])
+    print("\n".join(table_lines(rows)))
+    return 1 if any("error" in r for r in rows) else 0
 
 
 if __name__ == "__main__":

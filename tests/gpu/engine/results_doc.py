@@ -15,6 +15,10 @@ import json
 import os
 import re
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mps_shares  # noqa: E402  (beside this file)
 
 # The engine's targets on an H200 (qwen3-4b bf16, medians).
 DECODE_TARGET_MS = 2.4      # decode step, batch 1
@@ -74,23 +78,23 @@ def serve_section(rows, w):
 
 
 def mps_section(suite_dir, w):
-    """The MPS-shares table (mps_shares.py's mps-shares.md), if the run has one."""
-    path = os.path.join(suite_dir, "mps-shares.md")
-    if not os.path.exists(path):
+    """The MPS-shares table (mps_shares.py), if the run has one."""
+    shares = sorted((re.fullmatch(r"mps-share-(.+)\.json", os.path.basename(p)).group(1)
+                     for p in glob.glob(os.path.join(suite_dir, "mps-share-*.json"))),
+                    key=lambda share: -float(share))
+    if not shares:
         return
-    with open(path) as f:
-        table = [line.rstrip() for line in f if line.startswith("|")]
+    rows = mps_shares.share_rows(suite_dir, shares)
     w("\n## Decode at batch 1 under MPS shares\n")
     w("`gpufrac_cuda_bench --batches 1 --context 2048` under one `nvidia-cuda-mps-control` daemon "
       "with `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` set per run: what an engine packed with others "
       "gets from its share of the SMs (bytes read: weights + KV).\n")
-    for line in table:
+    for line in mps_shares.table_lines(rows):
         w(line)
-    row = next((line for line in table if line.startswith("| 12.5% |")), None)
-    ms = row.split("|")[3].strip() if row else ""
-    if re.fullmatch(r"[0-9.]+", ms):
-        w(f"\nTarget: batch 1 under a 12.5% share <= {MPS_12_5_TARGET_MS:.0f} ms: {ms} ms, "
-          f"{against(float(ms), MPS_12_5_TARGET_MS, 'ms', digits=3)}.")
+    row = next((r for r in rows if r["share"] == "12.5" and "error" not in r), None)
+    if row:
+        w(f"\nTarget: batch 1 under a 12.5% share <= {MPS_12_5_TARGET_MS:.0f} ms: {row['ms']:.3f} ms, "
+          f"{against(row['ms'], MPS_12_5_TARGET_MS, 'ms', digits=3)}.")
 
 
 def command_output(args):
