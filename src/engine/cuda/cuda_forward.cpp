@@ -121,6 +121,15 @@ void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int 
   }
 }
 
+GemmOutput CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k) {
+  if (prefers_gemv(tokens, n, k, false)) {
+    launch_gemv(x, w, gemm_out_.data(), false, tokens, n, k, stream_, overlap_);
+    return fp32_output(gemm_out_);
+  }
+  gemm_->run(x, w, residual_.data(), false, tokens, n, k, stream_, /*accumulate=*/true);
+  return GemmOutput{};
+}
+
 void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const ModelConfig& c = weights_.config();
   const int tokens = shape.tokens;
@@ -141,6 +150,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const int splits =
       attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
 
+  GemmOutput mlp_out;  // the last down projection, still to be added (none: cuBLASLt added it)
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[size_t(l)];
     bf16* k_cache = static_cast<bf16*>(kv_.data()) + uint64_t(2 * l) * layer_kv_elements;
@@ -195,33 +205,33 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_paged_attention(attn, stream_);
     mark("attention");
 
-    linear(act, w.o_proj, gemm_out_.data(), false, tokens, hidden, q_width);
+    const GemmOutput attention_out = add_to_residual(act, w.o_proj, tokens, hidden, q_width);
     mark("o linear");
-    launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden, w.post_attention_norm,
-                       eps, act, stream_, overlap_);
+    launch_add_rmsnorm(x, attention_out, nullptr, tokens, hidden, w.post_attention_norm, eps, act,
+                       stream_, overlap_);
     mark("add + rmsnorm");
     if (prefers_gemv(tokens, inter, hidden, true)) {
       bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
       launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_);
       mark("gate|up linear + silu * mul");
-      linear(gated, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
+      mlp_out = add_to_residual(gated, w.down_proj, tokens, hidden, inter);
     } else {
       linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
       mark("gate|up linear");
       launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
       mark("silu * mul");
-      linear(act, w.down_proj, gemm_out_.data(), false, tokens, hidden, inter);
+      mlp_out = add_to_residual(act, w.down_proj, tokens, hidden, inter);
     }
     mark("down linear");
     if (l + 1 < c.num_layers) {
-      launch_add_rmsnorm(x, fp32_output(gemm_out_), nullptr, tokens, hidden,
+      launch_add_rmsnorm(x, mlp_out, nullptr, tokens, hidden,
                          weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_, overlap_);
       mark("add + rmsnorm");
     }
   }
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
-  launch_add_rmsnorm(x, fp32_output(gemm_out_), a.sample_token, shape.samples, hidden,
+  launch_add_rmsnorm(x, mlp_out, a.sample_token, shape.samples, hidden,
                      weights_.final_norm, eps, final_hidden, stream_, overlap_);
   mark("add + rmsnorm");
   linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,

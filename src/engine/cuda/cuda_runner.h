@@ -146,6 +146,10 @@ class CudaRunner final : public ModelRunner {
   // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
   // won the start-up timing (prefers_gemv), else cuBLASLt.
   void linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n, int k);
+  // Adds x W^T (`tokens` rows, an (n, k) layer) to the residual stream: the GEMV (where linear()
+  // would take it) writes gemm_out_ and returns it as add+RMSNorm's addend; cuBLASLt
+  // accumulates into residual_ itself and returns no addend.
+  GemmOutput add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k);
   // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
   // used for `tokens` rows of the (n, k) linear layer; true for shapes never timed.
   bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;

@@ -59,11 +59,11 @@ const CublasLtGemm::Plan& CublasLtGemm::plan(int m, int n, int k, bool y_bf16) {
 }
 
 void CublasLtGemm::run(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, bool accumulate) {
   if (m == 0) return;
   const Plan& p = plan(m, n, k, y_bf16);
-  float one = 1.0f, zero = 0.0f;
-  GPUFRAC_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &one, w, p.w_layout, x, p.x_layout, &zero,
+  float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  GPUFRAC_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &one, w, p.w_layout, x, p.x_layout, &beta,
                                       y, p.y_layout, y, p.y_layout, &p.algo, workspace_.data(),
                                       workspace_.bytes(), stream));
 }

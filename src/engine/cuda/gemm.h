@@ -26,9 +26,10 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   // y: [m][n], bf16 when y_bf16, else fp32. k must be a multiple of 8 and every pointer 16-byte
-  // aligned (cuBLASLt's fast paths; the runner's buffers are 256-byte aligned).
+  // aligned (cuBLASLt's fast paths; the runner's buffers are 256-byte aligned). With
+  // `accumulate`, y += x W^T (y read in its own type, the sum in fp32).
   void run(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-           cudaStream_t stream);
+           cudaStream_t stream, bool accumulate = false);
   uint64_t workspace_bytes() const { return workspace_.bytes(); }
 
  private:
