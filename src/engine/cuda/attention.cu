@@ -179,15 +179,16 @@ __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) 
   }
 }
 
+// Decode-attention blocks resident at once on `sm_count` SMs: one wave of the split grid.
+int split_grid_slots(int sm_count) { return kDecodeBlocksPerSm * std::max(sm_count, 1); }
+constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unsplit
+
 }  // namespace
 
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
   launch_kernel(combine_splits_kernel, dim3(p.rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
                 0, stream, p.overlap, p, flash_min_queries);
 }
-
-int split_grid_slots(int sm_count) { return kDecodeBlocksPerSm * std::max(sm_count, 1); }
-constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unsplit
 
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
   constexpr int kBlockCostTiles = 1, kPlannedContext = 2048;
@@ -209,7 +210,8 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
   int64_t most = 0;
   const int64_t kv_blocks = int64_t(num_kv_heads) * head_groups(num_heads, num_kv_heads);
-  const int64_t most_split_rows = kUnsplitWaves * split_grid_slots(sm_count) / std::max<int64_t>(kv_blocks, 1);
+  const int64_t most_split_rows =
+      kUnsplitWaves * split_grid_slots(sm_count) / std::max<int64_t>(kv_blocks, 1);
   for (int rows = 1; rows <= most_split_rows; ++rows) {
     int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0);
     if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);

@@ -6,10 +6,10 @@
 // One thread block per (row, KV head, group of up to 8 query heads): all query heads that share
 // a KV head read each K/V vector once (GQA). When rows x KV heads would leave the SMs this
 // process may use idle for part of the grid's waves, the context is split across `splits` blocks
-// (flash-decoding) whose partial results are merged by log-sum-exp in a second kernel. Rows with context 0 (graph padding)
-// produce zeros. The split count is chosen on the host (attention_splits) and each block derives
-// its range from the context length in device memory, so a captured graph stays valid for any
-// length.
+// (flash-decoding) whose partial results are merged by log-sum-exp in a second kernel. Rows with
+// context 0 (graph padding) produce zeros. The split count is chosen on the host
+// (attention_splits) and each block derives its range from the context length in device memory,
+// so a captured graph stays valid for any length.
 //
 // Two kernel sets (AttentionKernels):
 // - kSimple: the kernel above for every row (scalar FMAs; the reference the fast ones are tested

@@ -172,7 +172,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row
 // tile. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g and g + 8,
 // columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
+    flash_prefill_kernel(AttentionParams p) {
   wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
@@ -344,7 +345,8 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm) flash_prefill_ker
 // ldmatrix.trans for V). The four warps' (max, sum, O) are merged through shared memory at the
 // end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) decode_attention_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
+    decode_attention_kernel(AttentionParams p) {
   wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
