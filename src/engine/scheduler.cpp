@@ -53,7 +53,7 @@ const SchedulerOutput& Scheduler::schedule() {
   output_.num_batched_tokens = 0;
   output_.num_preempted = 0;
   budget_left_ = config_.max_num_batched_tokens;
-  if (credit_blocks_ > 0) settle_credit();
+  settle_credit();
 
   // 1. Decodes, oldest first. An index loop: reserve_blocks may remove sequences from running_
   // (only the current one or newer ones, never those already visited).
@@ -110,7 +110,6 @@ bool Scheduler::admit(Sequence* sequence, int64_t num_tokens) {
     if (!can_start_on_credit(sequence, need)) return false;
     promise = static_cast<int>(spare_blocks());
     sequence->credit_blocks = need - promise;
-    credit_blocks_ += need - promise;
   }
   sequence->reserved_blocks = promise;
   outstanding_blocks_ += promise;
@@ -125,18 +124,20 @@ bool Scheduler::can_start_on_credit(const Sequence* sequence, int need) const {
   // Steps the sequence can run within the spare blocks, less the lag until freed blocks are usable.
   const int64_t runway = spare * allocator_.block_size() - tokens - kReleaseLagSteps;
   int64_t freed = 0;  // by fully promised decoding sequences that finish within the runway
+  int64_t owed = 0;   // credit already given, counted against the same releases
   for (const Sequence* r : running_) {
+    owed += r->credit_blocks;
     if (r->credit_blocks > 0 || r->reserved_blocks == 0 || r->num_uncomputed() > 1) continue;
     if (r->stop().max_tokens - r->num_generated() <= runway) freed += r->reserved_blocks;
   }
-  // Every credit already given is counted against the same releases.
-  return need - spare <= freed - credit_blocks_;
+  return need - spare <= freed - owed;
 }
 
 void Scheduler::settle_credit() {
-  if (spare_blocks() < credit_blocks_) {
-    allocator_.ensure_free(static_cast<int>(outstanding_blocks_ + credit_blocks_));
-  }
+  int64_t owed = 0;
+  for (const Sequence* s : running_) owed += s->credit_blocks;
+  if (owed == 0) return;
+  if (spare_blocks() < owed) allocator_.ensure_free(static_cast<int>(outstanding_blocks_ + owed));
   for (Sequence* s : running_) {
     if (s->credit_blocks == 0) continue;
     const int take = static_cast<int>(
@@ -150,7 +151,6 @@ void Scheduler::settle_credit() {
 void Scheduler::pay_credit(Sequence* sequence, int blocks) {
   sequence->credit_blocks -= blocks;
   sequence->reserved_blocks += blocks;
-  credit_blocks_ -= blocks;
 }
 
 bool Scheduler::grow(Sequence* sequence, int64_t num_tokens) {
@@ -193,7 +193,6 @@ Scheduler::BlocksForStep Scheduler::reserve_blocks(Sequence* sequence, int64_t n
 void Scheduler::drop_reservation(Sequence* sequence) {
   outstanding_blocks_ -= std::max(0, sequence->reserved_blocks - int(sequence->block_table.size()));
   sequence->reserved_blocks = 0;
-  credit_blocks_ -= sequence->credit_blocks;
   sequence->credit_blocks = 0;
 }
 

@@ -117,7 +117,7 @@ class Scheduler {
   // kReserve's overlap rule: whether `sequence` (needing `need` blocks, more than are spare) may
   // start now on credit.
   bool can_start_on_credit(const Sequence* sequence, int need) const;
-  // Turns credit into promises while spare blocks allow, oldest sequences first.
+  // Turns the running sequences' credit into promises while spare blocks allow, oldest first.
   void settle_credit();
   // Moves `blocks` of the sequence's credit into its reservation.
   void pay_credit(Sequence* sequence, int blocks);
@@ -136,7 +136,6 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_total_ = 0;
   int64_t outstanding_blocks_ = 0;  // promised to running sequences, not yet in their tables
-  int64_t credit_blocks_ = 0;       // the running sequences' credit_blocks, summed
 };
 
 }  // namespace gpufrac::engine
