@@ -24,9 +24,6 @@ namespace {
 GemmOutput fp32_output(const DeviceBuffer& buffer) {
   return {buffer.data(), false, 1, 0};
 }
-GemmOutput bf16_output(const DeviceBuffer& buffer) {
-  return {buffer.data(), true, 1, 0};
-}
 
 }  // namespace
 
@@ -91,7 +88,7 @@ void CudaRunner::time_linear_kernels() {
     });
     float separate = time_ms([&] {
       gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
-      launch_silu_mul(bf16_output(gemm_out_), m, inter, x, stream_);
+      launch_silu_mul(gemm_out_.as<bf16>(), m, inter, x, stream_);
     });
     gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
   }
@@ -218,7 +215,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     } else {
       linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
       mark("gate|up linear");
-      launch_silu_mul(bf16_output(gemm_out_), tokens, inter, act, stream_);
+      launch_silu_mul(gemm_out_.as<bf16>(), tokens, inter, act, stream_);
       mark("silu * mul");
       mlp_out = add_to_residual(act, w.down_proj, tokens, hidden, inter);
     }

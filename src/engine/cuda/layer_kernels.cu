@@ -181,37 +181,27 @@ __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   }
 }
 
-__global__ void silu_mul_kernel(GemmOutput gate_up, int64_t count, int intermediate, bf16* out) {
-  int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < count; idx += stride) {
-    int64_t t = idx / intermediate, i = idx % intermediate;
-    int64_t gate_at = t * 2 * intermediate + i;
-    float gate = read_gemm_output(gate_up, gate_at);
-    float up = read_gemm_output(gate_up, gate_at + intermediate);
-    out[idx] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
-  }
-}
-
-// silu_mul_kernel for a bf16 gate|up of one part, intermediate % 8 == 0, 16-byte aligned rows:
-// thread (x, token) takes 8 consecutive outputs, reading gate and up with one 16-byte load each.
-__global__ void silu_mul_vec_kernel(const bf16* gate_up, int intermediate, bf16* out) {
+// Thread (x, token row) takes 8 consecutive outputs, reading gate and up with one 16-byte load
+// each; the grid's rows stride over the tokens.
+__global__ void silu_mul_kernel(const bf16* gate_up, int tokens, int intermediate, bf16* out) {
   const int chunk = blockIdx.x * blockDim.x + threadIdx.x;
   if (chunk >= intermediate / 8) return;
-  const int64_t t = blockIdx.y;
-  const uint4 gate_raw = reinterpret_cast<const uint4*>(gate_up + t * 2 * intermediate)[chunk];
-  const uint4 up_raw =
-      reinterpret_cast<const uint4*>(gate_up + t * 2 * intermediate + intermediate)[chunk];
-  const __nv_bfloat162* gate2 = reinterpret_cast<const __nv_bfloat162*>(&gate_raw);
-  const __nv_bfloat162* up2 = reinterpret_cast<const __nv_bfloat162*>(&up_raw);
-  uint4 result;
-  __nv_bfloat162* result2 = reinterpret_cast<__nv_bfloat162*>(&result);
+  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+    const bf16* row = gate_up + t * 2 * intermediate;
+    const uint4 gate_raw = reinterpret_cast<const uint4*>(row)[chunk];
+    const uint4 up_raw = reinterpret_cast<const uint4*>(row + intermediate)[chunk];
+    const __nv_bfloat162* gate2 = reinterpret_cast<const __nv_bfloat162*>(&gate_raw);
+    const __nv_bfloat162* up2 = reinterpret_cast<const __nv_bfloat162*>(&up_raw);
+    uint4 result;
+    __nv_bfloat162* result2 = reinterpret_cast<__nv_bfloat162*>(&result);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 g = __bfloat1622float2(gate2[i]), u = __bfloat1622float2(up2[i]);
-    result2[i] = __floats2bfloat162_rn(g.x / (1.0f + __expf(-g.x)) * u.x,
-                                       g.y / (1.0f + __expf(-g.y)) * u.y);
+    for (int i = 0; i < 4; ++i) {
+      const float2 g = __bfloat1622float2(gate2[i]), u = __bfloat1622float2(up2[i]);
+      result2[i] = __floats2bfloat162_rn(g.x / (1.0f + __expf(-g.x)) * u.x,
+                                         g.y / (1.0f + __expf(-g.y)) * u.y);
+    }
+    reinterpret_cast<uint4*>(out + t * intermediate)[chunk] = result;
   }
-  reinterpret_cast<uint4*>(out + t * intermediate)[chunk] = result;
 }
 
 int norm_threads(int hidden) { return hidden >= 1024 ? 256 : hidden >= 256 ? 128 : 64; }
@@ -264,21 +254,16 @@ void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
   }
 }
 
-void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf16* out,
+void launch_silu_mul(const bf16* gate_up, int tokens, int intermediate, bf16* out,
                      cudaStream_t stream) {
-  int64_t count = int64_t(tokens) * intermediate;
-  if (count == 0) return;
+  if (tokens == 0 || intermediate == 0) return;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (gate_up.is_bf16 && gate_up.parts == 1 && intermediate % 8 == 0 && aligned(gate_up.data) &&
-      aligned(out) && tokens <= 65535) {
-    const dim3 grid((intermediate / 8 + 255) / 256, tokens);
-    silu_mul_vec_kernel<<<grid, 256, 0, stream>>>(static_cast<const bf16*>(gate_up.data),
-                                                  intermediate, out);
-    GPUFRAC_LAUNCH_CHECK();
-    return;
+  if (intermediate % 8 != 0 || !aligned(gate_up) || !aligned(out)) {
+    throw_cuda_failure("launch_silu_mul", __FILE__, __LINE__,
+                       "needs intermediate a multiple of 8 and 16-byte aligned pointers");
   }
-  int blocks = int(std::min<int64_t>((count + 255) / 256, 8192));
-  silu_mul_kernel<<<blocks, 256, 0, stream>>>(gate_up, count, intermediate, out);
+  const dim3 grid((intermediate / 8 + 255) / 256, std::min(tokens, 65535));
+  silu_mul_kernel<<<grid, 256, 0, stream>>>(gate_up, tokens, intermediate, out);
   GPUFRAC_LAUNCH_CHECK();
 }
 

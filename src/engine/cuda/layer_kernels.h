@@ -54,8 +54,10 @@ struct QkvRopeParams {
 // q_out, k and v to the cache slot of their token.
 void launch_qkv_rope_kv(const QkvRopeParams& params, cudaStream_t stream);
 
-// out[t][i] = bf16(silu(gate_up[t][i]) * gate_up[t][intermediate + i]).
-void launch_silu_mul(const GemmOutput& gate_up, int tokens, int intermediate, bf16* out,
+// out[t][i] = bf16(silu(gate_up[t][i]) * gate_up[t][intermediate + i]), gate_up bf16 [tokens]
+// [2 x intermediate]. Requires (checked) intermediate % 8 == 0 and 16-byte aligned pointers (the
+// down projection after it needs k = intermediate a multiple of 8 anyway).
+void launch_silu_mul(const bf16* gate_up, int tokens, int intermediate, bf16* out,
                      cudaStream_t stream);
 
 // Head dims the kernels are instantiated for.
