@@ -306,7 +306,9 @@ TEST(CudaFastPathAttention, SplitsFillWholeWaves) {
     for (int rows = 1; rows <= 4096; ++rows) {
       const int splits = attention_splits(rows, 32, 8, sms, 0);
       ASSERT_GE(splits, 1);
-      if (splits > 1) ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
+      if (splits > 1) {
+        ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
+      }
     }
   }
 }
@@ -354,6 +356,14 @@ TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {
   check_attention(c, 43, "head_dim 64, 8 heads / 2 kv");
   c.block_size = 32;
   check_attention(c, 44, "head_dim 64, block size 32");
+  c.num_heads = 6;  // group 3: the flash kernel takes one head per warp
+  check_attention(c, 45, "head_dim 64, 6 heads / 2 kv");
+  c = AttentionCase{};
+  c.seqs = {{0, 130}, {77, 1}, {31, 40}};
+  c.num_heads = 24;
+  check_attention(c, 46, "24 heads / 8 kv");
+  c.block_size = 12;  // not a power of two: kFast runs the simple kernel
+  check_attention(c, 47, "block size 12");
 }
 
 }  // namespace

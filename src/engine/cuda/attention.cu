@@ -226,7 +226,7 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
                        "num_heads must be a multiple of num_kv_heads");
   }
   if (p.kernels == AttentionKernels::kFast &&
-      fast_attention_supported(p.num_heads, p.num_kv_heads, p.head_dim)) {
+      fast_attention_supported(p.num_heads, p.num_kv_heads, p.head_dim, p.block_size)) {
     launch_fast_attention(p, stream);
     return;
   }

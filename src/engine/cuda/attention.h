@@ -14,10 +14,11 @@
 // Two kernel sets (AttentionKernels):
 // - kSimple: the kernel above for every row (scalar FMAs; the reference the fast ones are tested
 //   against, and the fallback selected by GPUFRAC_CUDA_SIMPLE=1).
-// - kFast (head_dim 64 or 128, up to 8 query heads per KV head; other shapes use kSimple):
-//   sequences with at least kFlashMinQueries query rows this step (prompt chunks) go to a
-//   flash-attention kernel on the tensor cores (mma.sync m16n8k16 bf16, 64 query rows x one
-//   head per block, 64-key K/V tiles in shared memory, online softmax in registers); every other
+// - kFast (head_dim 64 or 128, up to 8 query heads per KV head, a power-of-two block size; other
+//   shapes use kSimple): sequences with at least kFlashMinQueries query rows this step (prompt
+//   chunks) go to a flash-attention kernel on the tensor cores (mma.sync m16n8k16 bf16, 64 query
+//   rows x two query heads of one KV head per block, one head where the group is odd; 64-key
+//   K/V tiles in shared memory, online softmax in registers); every other
 //   row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with 16-byte
 //   loads and computes all query heads of its KV head from them, split over the context as
 //   above.
@@ -63,8 +64,9 @@ struct AttentionParams {
 
 // Sequences with at least this many query rows in a step take the flash (prefill) kernel.
 constexpr int kFlashMinQueries = 16;
-// True when kFast has kernels for this shape (otherwise launch_paged_attention uses kSimple).
-bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim);
+// True when kFast has kernels for this shape and a power-of-two block size (otherwise
+// launch_paged_attention uses kSimple).
+bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim, int block_size);
 
 // How many context splits to run `rows` query rows in on `sm_count` SMs: the count whose grid,
 // in waves of kDecodeBlocksPerSm blocks per SM, finishes first when each block costs its 64-key

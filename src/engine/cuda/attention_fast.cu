@@ -38,32 +38,37 @@ __host__ __device__ constexpr int two_stage_shared_bytes() {
 
 // Loads positions [t0, t0 + kTileKeys) of one KV head into shared tiles (row stride kStride
 // elements) with 16-byte cp.async copies (no staging in registers); positions at or past `end`
-// are zero-filled and their table entries never read. The caller commits, waits (cp_async_wait)
-// and syncs the block.
+// are zero-filled and their table entries never read. p.block_size is a power of two
+// (fast_attention_supported), so a position's block and offset are a shift and a mask. The
+// caller commits, waits (cp_async_wait) and syncs the block.
 template <int kHeadDim, int kStride>
 __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, const int32_t* table,
                                                    int kv_head, int t0, int end, bf16* ks,
                                                    bf16* vs) {
   constexpr int kChunksPerRow = kHeadDim / 8;
-  constexpr int kChunks = kTileKeys * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "whole chunks per thread");
+  constexpr int kKeysPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kTileKeys % kKeysPerPass == 0,
+                "whole chunks per thread");
+  const int part = threadIdx.x % kChunksPerRow, first_key = threadIdx.x / kChunksPerRow;
+  const int block_shift = __ffs(p.block_size) - 1;
+  const int block_elements = p.num_kv_heads * p.block_size * kHeadDim;
+  const bf16* k_head = p.k_cache + (kv_head * p.block_size * kHeadDim + part * 8);
+  const bf16* v_head = p.v_cache + (kv_head * p.block_size * kHeadDim + part * 8);
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int c = threadIdx.x + i * kThreads;
-    const int key = c / kChunksPerRow, part = c % kChunksPerRow;
+  for (int i = 0; i < kTileKeys / kKeysPerPass; ++i) {
+    const int key = first_key + i * kKeysPerPass;
     const int t = t0 + key;
     bf16* k_dst = ks + key * kStride + part * 8;
     bf16* v_dst = vs + key * kStride + part * 8;
     if (t < end) {
-      const int64_t block = table[t / p.block_size];
-      const int64_t at = ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) *
-                             kHeadDim + part * 8;
+      const int64_t at = int64_t(table[t >> block_shift]) * block_elements +
+                         (t & (p.block_size - 1)) * kHeadDim;
       const unsigned k_shared = static_cast<unsigned>(__cvta_generic_to_shared(k_dst));
       const unsigned v_shared = static_cast<unsigned>(__cvta_generic_to_shared(v_dst));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared),
-                   "l"(p.k_cache + at));
+                   "l"(k_head + at));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared),
-                   "l"(p.v_cache + at));
+                   "l"(v_head + at));
     } else {
       *reinterpret_cast<uint4*>(k_dst) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(v_dst) = make_uint4(0, 0, 0, 0);
@@ -168,11 +173,27 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const bf16* row
                : "r"(address));
 }
 
-// One block per (sequence, 64-row query tile, query head); warp w owns rows 16w..16w+15 of the
-// tile. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g and g + 8,
-// columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
+// Flash blocks per SM at kHeads query heads per warp (the register budget of the launch
+// bounds): one head fits 168 registers, three blocks on sm_90 (sm_80's code spills there: 2);
+// two heads hold twice the accumulators, 255 registers, two blocks.
+template <int kHeads>
+__host__ __device__ constexpr int flash_blocks_per_sm() {
+  return kHeads == 1 ? kFlashBlocksPerSm : 2;
+}
+// Dynamic shared memory of the flash kernel: the K/V stages, and with two heads per warp the
+// block's Q tile of each head (one head keeps its Q fragments in registers).
+template <int kHeadDim, int kHeads>
+__host__ __device__ constexpr int flash_shared_bytes() {
+  return two_stage_shared_bytes<kHeadDim>() +
+         (kHeads == 1 ? 0 : kHeads * kFlashRows * tile_stride<kHeadDim>() * int(sizeof(bf16)));
+}
+
+// One block per (sequence, 64-row query tile, kHeads query heads of one KV head); warp w owns
+// rows 16w..16w+15 of the tile for each of the block's heads, so every K/V fragment it loads
+// feeds kHeads MMAs. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g
+// and g + 8, columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
+template <int kHeadDim, int kHeads>
+__global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     flash_prefill_kernel(AttentionParams p) {
   wait_for_previous_grid();
   allow_next_grid_launch();
@@ -181,7 +202,8 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
   constexpr int kSteps = kHeadDim / 16;  // k-steps of Q K^T
   constexpr int kDimTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kTileKeys / 8;
-  extern __shared__ __align__(16) bf16 tiles[];  // [stage][K, V][kTileKeys][kStride]
+  // [stage][K, V][kTileKeys][kStride], then (kHeads > 1) [kHeads][kFlashRows][kStride] of Q
+  extern __shared__ __align__(16) bf16 tiles[];
   __shared__ int s_kv_end;
 
   const int seq = blockIdx.x;
@@ -190,8 +212,8 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
   // The last query tiles (the longest causal ranges) are launched first.
   const int tile_row0 = (gridDim.z - 1 - blockIdx.z) * kFlashRows;
   if (q_count < kFlashMinQueries || tile_row0 >= q_count) return;  // uniform over the block
-  const int head = blockIdx.y;
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int first_head = blockIdx.y * kHeads;
+  const int kv_head = first_head / (p.num_heads / p.num_kv_heads);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
@@ -207,22 +229,57 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
   const bool lo_ok = r_lo < q_count, hi_ok = r_hi < q_count;
   const int ctx_lo = lo_ok ? p.token_context[q_begin + r_lo] : 0;
   const int ctx_hi = hi_ok ? p.token_context[q_begin + r_hi] : 0;
-  const bf16* q_lo = p.q + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim;
-  const bf16* q_hi = p.q + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim;
-  uint32_t qf[kSteps][4];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    int col = s * 16 + 2 * t4;
-    qf[s][0] = lo_ok ? load_u32(q_lo + col) : 0u;
-    qf[s][1] = hi_ok ? load_u32(q_hi + col) : 0u;
-    qf[s][2] = lo_ok ? load_u32(q_lo + col + 8) : 0u;
-    qf[s][3] = hi_ok ? load_u32(q_hi + col + 8) : 0u;
-  }
 
-  float o[kDimTiles][4];
+  // Q: one head's fragments stay in registers; with more heads the tile is copied to shared
+  // memory (rows past the sequence zero) in the first tile's copy group and read per k-step.
+  uint32_t qf[kHeads == 1 ? kSteps : 1][4];
+  bf16* q_tiles = tiles + 4 * kTileElements;
+  if constexpr (kHeads == 1) {
+    const bf16* q_lo = p.q + (int64_t(q_begin + r_lo) * p.num_heads + first_head) * kHeadDim;
+    const bf16* q_hi = p.q + (int64_t(q_begin + r_hi) * p.num_heads + first_head) * kHeadDim;
 #pragma unroll
-  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
+    for (int st = 0; st < kSteps; ++st) {
+      const int col = st * 16 + 2 * t4;
+      qf[st][0] = lo_ok ? load_u32(q_lo + col) : 0u;
+      qf[st][1] = hi_ok ? load_u32(q_hi + col) : 0u;
+      qf[st][2] = lo_ok ? load_u32(q_lo + col + 8) : 0u;
+      qf[st][3] = hi_ok ? load_u32(q_hi + col + 8) : 0u;
+    }
+  } else {
+    constexpr int kChunksPerRow = kHeadDim / 8;
+    constexpr int kChunks = kHeads * kFlashRows * kChunksPerRow;
+    static_assert(kChunks % kThreads == 0, "whole chunks per thread");
+#pragma unroll
+    for (int i = 0; i < kChunks / kThreads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      const int part = c % kChunksPerRow, row = (c / kChunksPerRow) % kFlashRows;
+      const int h = c / (kChunksPerRow * kFlashRows);
+      bf16* dst = q_tiles + (h * kFlashRows + row) * kStride + part * 8;
+      if (tile_row0 + row < q_count) {
+        const bf16* src =
+            p.q + (int64_t(q_begin + tile_row0 + row) * p.num_heads + first_head + h) * kHeadDim +
+            part * 8;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                         static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+                     "l"(src));
+      } else {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    cp_async_commit();  // waited for with the first K/V tile
+  }
+  // Lane l's row address of the A fragments (ldmatrix_x4: rows 0..15, columns 0 / 8).
+  const bf16* q_rows = q_tiles + (warp * 16 + (lane & 15)) * kStride + (lane >> 4) * 8;
+
+  float o[kHeads][kDimTiles][4];
+  float m_lo[kHeads], m_hi[kHeads], l_lo[kHeads], l_hi[kHeads];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
+    m_lo[h] = m_hi[h] = -INFINITY;
+    l_lo[h] = l_hi[h] = 0.0f;
+  }
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
 
@@ -232,106 +289,138 @@ __global__ void __launch_bounds__(kThreads, kFlashBlocksPerSm)
     const bf16* vs = ks + kTileElements;
     kv_pipeline_next<kHeadDim, kStride>(p, table, kv_head, kv0, kv_end, tiles, stage);
 
-    float s[kKeyTiles][4];
+    float s[kHeads][kKeyTiles][4];
 #pragma unroll
-    for (int n = 0; n < kKeyTiles; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      // Matrix i of ldmatrix_x2 (lanes 8i..8i+7 give its rows): keys n*8 + 0..7, dims
-      // st*16 + 8i..+7: b0 and b1 of k-step st.
-      const bf16* k_rows = ks + (n * 8 + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8;
+    for (int h = 0; h < kHeads; ++h) {
 #pragma unroll
-      for (int st = 0; st < kSteps; ++st) {
-        uint32_t b[2];
-        ldmatrix_x2(b, k_rows + st * 16);
-        mma_bf16_16816(s[n], qf[st], b[0], b[1]);
-      }
+      for (int n = 0; n < kKeyTiles; ++n) s[h][n][0] = s[h][n][1] = s[h][n][2] = s[h][n][3] = 0.0f;
     }
-    float max_lo = -INFINITY, max_hi = -INFINITY;
-    // Scores stay unscaled until the exponent (scale > 0 keeps the maximum); a tile that every
-    // row of the warp sees whole is not masked.
-    const bool whole_tile = __all_sync(0xffffffffu, kv0 + kTileKeys <= min(ctx_lo, ctx_hi));
+    // Matrix i of ldmatrix_x2 (lanes 8i..8i+7 give its rows): keys n*8 + 0..7, dims
+    // st*16 + 8i..+7: b0 and b1 of k-step st.
+    const bf16* k_rows = ks + (lane & 7) * kStride + ((lane >> 3) & 1) * 8;
 #pragma unroll
-    for (int n = 0; n < kKeyTiles; ++n) {
-      if (!whole_tile) {
+    for (int st = 0; st < kSteps; ++st) {
+      uint32_t a[kHeads][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int key = kv0 + n * 8 + 2 * t4 + (j & 1);
-          if (key >= (j < 2 ? ctx_lo : ctx_hi)) s[n][j] = -INFINITY;
+      for (int h = 0; h < kHeads; ++h) {
+        if constexpr (kHeads == 1) {
+          a[h][0] = qf[st][0], a[h][1] = qf[st][1], a[h][2] = qf[st][2], a[h][3] = qf[st][3];
+        } else {
+          ldmatrix_x4(a[h], q_rows + h * kFlashRows * kStride + st * 16);
         }
       }
-      max_lo = fmaxf(max_lo, fmaxf(s[n][0], s[n][1]));
-      max_hi = fmaxf(max_hi, fmaxf(s[n][2], s[n][3]));
-    }
-    max_lo *= scale;
-    max_hi *= scale;
 #pragma unroll
-    for (int offset = 1; offset <= 2; offset <<= 1) {
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, offset));
-    }
-    const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
-    const float base_lo = new_lo == -INFINITY ? 0.0f : new_lo;  // all masked so far: p = 0
-    const float base_hi = new_hi == -INFINITY ? 0.0f : new_hi;
-    const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
-    m_lo = new_lo;
-    m_hi = new_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
+      for (int n = 0; n < kKeyTiles; ++n) {
+        uint32_t b[2];
+        ldmatrix_x2(b, k_rows + n * 8 * kStride + st * 16);
 #pragma unroll
-    for (int n = 0; n < kKeyTiles; ++n) {
-      s[n][0] = exp2_approx(fmaf(s[n][0], scale, -base_lo));
-      s[n][1] = exp2_approx(fmaf(s[n][1], scale, -base_lo));
-      s[n][2] = exp2_approx(fmaf(s[n][2], scale, -base_hi));
-      s[n][3] = exp2_approx(fmaf(s[n][3], scale, -base_hi));
-      sum_lo += s[n][0] + s[n][1];
-      sum_hi += s[n][2] + s[n][3];
+        for (int h = 0; h < kHeads; ++h) mma_bf16_16816(s[h][n], a[h], b[0], b[1]);
+      }
     }
-    l_lo = l_lo * corr_lo + sum_lo;  // this thread's columns; the quad is summed at the end
-    l_hi = l_hi * corr_hi + sum_hi;
+    // Scores stay unscaled until the exponent (scale > 0 keeps the maximum); a tile that every
+    // row of the warp sees whole is not masked. Every head of the block has the same rows.
+    const bool whole_tile = __all_sync(0xffffffffu, kv0 + kTileKeys <= min(ctx_lo, ctx_hi));
 #pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) {
-      o[n][0] *= corr_lo;
-      o[n][1] *= corr_lo;
-      o[n][2] *= corr_hi;
-      o[n][3] *= corr_hi;
+    for (int h = 0; h < kHeads; ++h) {
+      float max_lo = -INFINITY, max_hi = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+        if (!whole_tile) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int key = kv0 + n * 8 + 2 * t4 + (j & 1);
+            if (key >= (j < 2 ? ctx_lo : ctx_hi)) s[h][n][j] = -INFINITY;
+          }
+        }
+        max_lo = fmaxf(max_lo, fmaxf(s[h][n][0], s[h][n][1]));
+        max_hi = fmaxf(max_hi, fmaxf(s[h][n][2], s[h][n][3]));
+      }
+      max_lo *= scale;
+      max_hi *= scale;
+#pragma unroll
+      for (int offset = 1; offset <= 2; offset <<= 1) {
+        max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
+        max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, offset));
+      }
+      const float new_lo = fmaxf(m_lo[h], max_lo), new_hi = fmaxf(m_hi[h], max_hi);
+      const float base_lo = new_lo == -INFINITY ? 0.0f : new_lo;  // all masked so far: p = 0
+      const float base_hi = new_hi == -INFINITY ? 0.0f : new_hi;
+      const float corr_lo = exp2f(m_lo[h] - base_lo), corr_hi = exp2f(m_hi[h] - base_hi);
+      m_lo[h] = new_lo;
+      m_hi[h] = new_hi;
+      float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+        s[h][n][0] = exp2_approx(fmaf(s[h][n][0], scale, -base_lo));
+        s[h][n][1] = exp2_approx(fmaf(s[h][n][1], scale, -base_lo));
+        s[h][n][2] = exp2_approx(fmaf(s[h][n][2], scale, -base_hi));
+        s[h][n][3] = exp2_approx(fmaf(s[h][n][3], scale, -base_hi));
+        sum_lo += s[h][n][0] + s[h][n][1];
+        sum_hi += s[h][n][2] + s[h][n][3];
+      }
+      l_lo[h] = l_lo[h] * corr_lo + sum_lo;  // this thread's columns; the quad sums at the end
+      l_hi[h] = l_hi[h] * corr_hi + sum_hi;
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        o[h][n][0] *= corr_lo;
+        o[h][n][1] *= corr_lo;
+        o[h][n][2] *= corr_hi;
+        o[h][n][3] *= corr_hi;
+      }
     }
 
-    // O += P V: P's accumulator fragments are the A fragments of k-step kk (keys 16kk..16kk+15).
+    // O += P V, each V fragment feeding every head.
     const int mi = lane >> 3, mr = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-      uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]),
-                       pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                       pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                       pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      // P's accumulator fragments are the A fragments of k-step kk (keys 16kk..16kk+15).
+      uint32_t pa[kHeads][4];
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        pa[h][0] = pack_bf16x2(s[h][2 * kk][0], s[h][2 * kk][1]);
+        pa[h][1] = pack_bf16x2(s[h][2 * kk][2], s[h][2 * kk][3]);
+        pa[h][2] = pack_bf16x2(s[h][2 * kk + 1][0], s[h][2 * kk + 1][1]);
+        pa[h][3] = pack_bf16x2(s[h][2 * kk + 1][2], s[h][2 * kk + 1][3]);
+      }
       const bf16* v_rows = vs + (kk * 16 + (mi & 1) * 8 + mr) * kStride + (mi >> 1) * 8;
 #pragma unroll
       for (int dt = 0; dt < kHeadDim / 16; ++dt) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, v_rows + dt * 16);
-        mma_bf16_16816(o[2 * dt], a, b[0], b[1]);
-        mma_bf16_16816(o[2 * dt + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          mma_bf16_16816(o[h][2 * dt], pa[h], b[0], b[1]);
+          mma_bf16_16816(o[h][2 * dt + 1], pa[h], b[2], b[3]);
+        }
       }
     }
     __syncthreads();  // this stage is refilled next
   }
+  cp_async_wait<0>();  // no copy outlives the block (kv_end 0 leaves Q's in flight)
 
 #pragma unroll
-  for (int offset = 1; offset <= 2; offset <<= 1) {
-    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, offset);
-    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, offset);
-  }
-  const float inv_lo = l_lo > 0 ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0 ? 1.0f / l_hi : 0.0f;
-  bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
-  bf16* out_hi = p.out + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim + 2 * t4;
+  for (int h = 0; h < kHeads; ++h) {
+    float sum_lo = l_lo[h], sum_hi = l_hi[h];
 #pragma unroll
-  for (int n = 0; n < kDimTiles; ++n) {
-    if (lo_ok) {
-      *reinterpret_cast<__nv_bfloat162*>(out_lo + n * 8) =
-          __floats2bfloat162_rn(o[n][0] * inv_lo, o[n][1] * inv_lo);
+    for (int offset = 1; offset <= 2; offset <<= 1) {
+      sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, offset);
+      sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, offset);
     }
-    if (hi_ok) {
-      *reinterpret_cast<__nv_bfloat162*>(out_hi + n * 8) =
-          __floats2bfloat162_rn(o[n][2] * inv_hi, o[n][3] * inv_hi);
+    const float inv_lo = sum_lo > 0 ? 1.0f / sum_lo : 0.0f;
+    const float inv_hi = sum_hi > 0 ? 1.0f / sum_hi : 0.0f;
+    const int head = first_head + h;
+    bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
+    bf16* out_hi = p.out + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      if (lo_ok) {
+        *reinterpret_cast<__nv_bfloat162*>(out_lo + n * 8) =
+            __floats2bfloat162_rn(o[h][n][0] * inv_lo, o[h][n][1] * inv_lo);
+      }
+      if (hi_ok) {
+        *reinterpret_cast<__nv_bfloat162*>(out_hi + n * 8) =
+            __floats2bfloat162_rn(o[h][n][2] * inv_hi, o[h][n][3] * inv_hi);
+      }
     }
   }
 }
@@ -499,22 +588,31 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
   }
 }
 
+template <int kHeadDim, int kHeads>
+void launch_flash(const AttentionParams& p, cudaStream_t stream) {
+  constexpr int kShared = flash_shared_bytes<kHeadDim, kHeads>();
+  static const cudaError_t raised = cudaFuncSetAttribute(
+      flash_prefill_kernel<kHeadDim, kHeads>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+  GPUFRAC_CUDA_CHECK(raised);
+  dim3 grid(p.num_seqs, p.num_heads / kHeads, (p.max_queries + kFlashRows - 1) / kFlashRows);
+  launch_kernel(flash_prefill_kernel<kHeadDim, kHeads>, grid, dim3(kThreads), kShared, stream,
+                p.overlap, p);
+}
+
 template <int kHeadDim>
 void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const bool flash = p.max_queries >= kFlashMinQueries;
   constexpr int kShared = two_stage_shared_bytes<kHeadDim>();
-  static const cudaError_t raised = [] {
-    cudaError_t status = cudaFuncSetAttribute(
-        flash_prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
-    if (status != cudaSuccess) return status;
-    return cudaFuncSetAttribute(decode_attention_kernel<kHeadDim>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
-  }();
+  static const cudaError_t raised = cudaFuncSetAttribute(
+      decode_attention_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
   GPUFRAC_CUDA_CHECK(raised);
   if (flash) {
-    dim3 grid(p.num_seqs, p.num_heads, (p.max_queries + kFlashRows - 1) / kFlashRows);
-    launch_kernel(flash_prefill_kernel<kHeadDim>, grid, dim3(kThreads), kShared, stream, p.overlap,
-                  p);
+    // Two heads per warp where the heads of a KV head pair up.
+    if ((p.num_heads / p.num_kv_heads) % 2 == 0) {
+      launch_flash<kHeadDim, 2>(p, stream);
+    } else {
+      launch_flash<kHeadDim, 1>(p, stream);
+    }
   }
   launch_kernel(decode_attention_kernel<kHeadDim>, dim3(p.rows, p.num_kv_heads, p.splits),
                 dim3(kThreads), kShared, stream, p.overlap, p);
@@ -523,9 +621,10 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim) {
+bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim, int block_size) {
   return (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 &&
-         num_heads % num_kv_heads == 0 && num_heads / num_kv_heads <= kMaxGroup;
+         num_heads % num_kv_heads == 0 && num_heads / num_kv_heads <= kMaxGroup &&
+         block_size > 0 && (block_size & (block_size - 1)) == 0;
 }
 
 void launch_fast_attention(const AttentionParams& p, cudaStream_t stream) {

@@ -37,7 +37,6 @@ void CudaRunner::time_linear_kernels() {
   gemv_wins_.clear();
   if (options_.kernels.gemv_max_tokens == 0) return;
   const ModelConfig& c = weights_.config();
-  const DeviceLayerWeights& w = weights_.layers[0];
   const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int qkv = q_width + 2 * c.kv_width();
   const int most_tokens = std::min(options_.kernels.gemv_max_tokens, options_.max_tokens_per_step);
@@ -49,13 +48,15 @@ void CudaRunner::time_linear_kernels() {
   cudaEvent_t start = nullptr, stop = nullptr;
   GPUFRAC_CUDA_CHECK(cudaEventCreate(&start));
   GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop));
-  // Best of three runs of 10 back-to-back calls, in ms per call.
+  // Best of three runs of 10 back-to-back calls, in ms per call. Call i takes layer i's
+  // weights (distinct bytes, as in a step: one weight called 10 times would be served from L2).
+  const int layers = int(weights_.layers.size());
   auto time_ms = [&](const auto& call) {
-    call();
+    call(0);
     float best = INFINITY;
     for (int run = 0; run < 3; ++run) {
       GPUFRAC_CUDA_CHECK(cudaEventRecord(start, stream_));
-      for (int i = 0; i < 10; ++i) call();
+      for (int i = 0; i < 10; ++i) call(i + 1);
       GPUFRAC_CUDA_CHECK(cudaEventRecord(stop, stream_));
       GPUFRAC_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;
@@ -65,29 +66,36 @@ void CudaRunner::time_linear_kernels() {
     return best;
   };
   struct Shape {
-    const bf16* weight;
+    const bf16* DeviceLayerWeights::*weight;  // null: the lm_head
     int n, k;
     void* out;      // holds most_rows x n floats
     int most_rows;  // the lm_head runs on sampled rows only: at most max_seqs_per_step
   };
   const int most_samples = std::min(most_tokens, options_.max_seqs_per_step);
-  const Shape shapes[] = {{w.qkv_proj, qkv, hidden, gemm_out_.data(), most_tokens},
-                          {w.o_proj, hidden, q_width, gemm_out_.data(), most_tokens},
-                          {w.down_proj, hidden, inter, gemm_out_.data(), most_tokens},
-                          {weights_.lm_head, c.vocab_size, hidden, logits_.data(), most_samples}};
+  void* out = gemm_out_.data();
+  const Shape shapes[] = {{&DeviceLayerWeights::qkv_proj, qkv, hidden, out, most_tokens},
+                          {&DeviceLayerWeights::o_proj, hidden, q_width, out, most_tokens},
+                          {&DeviceLayerWeights::down_proj, hidden, inter, out, most_tokens},
+                          {nullptr, c.vocab_size, hidden, logits_.data(), most_samples}};
+  auto layer = [&](int i) -> const DeviceLayerWeights& {
+    return weights_.layers[size_t(i % layers)];
+  };
   for (int m = 1; m <= most_tokens; ++m) {
     for (const Shape& s : shapes) {
       if (m > s.most_rows) continue;
-      float gemv = time_ms(
-          [&] { launch_gemv(x, s.weight, s.out, false, m, s.n, s.k, stream_, overlap_); });
-      float cublas = time_ms([&] { gemm_->run(x, s.weight, s.out, false, m, s.n, s.k, stream_); });
+      auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
+      float gemv = time_ms([&](int i) {
+        launch_gemv(x, weight(i), s.out, false, m, s.n, s.k, stream_, overlap_);
+      });
+      float cublas =
+          time_ms([&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
       gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
     }
-    float fused = time_ms([&] {
-      launch_gemv_silu_mul(x, w.gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
+    float fused = time_ms([&](int i) {
+      launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
     });
-    float separate = time_ms([&] {
-      gemm_->run(x, w.gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
+    float separate = time_ms([&](int i) {
+      gemm_->run(x, layer(i).gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
       launch_silu_mul(gemm_out_.as<bf16>(), m, inter, x, stream_);
     });
     gemv_wins_[{m, inter, hidden, true}] = fused <= separate;

@@ -154,7 +154,7 @@ class CudaRunner final : public ModelRunner {
   // used for `tokens` rows of the (n, k) linear layer; true for shapes never timed.
   bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
   // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
-  // count up to kernels().gemv_max_tokens, on layer 0's weights; fills gemv_wins_.
+  // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_.
   void time_linear_kernels();
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
