@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -210,11 +211,12 @@ struct AttentionCase {
 void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   std::mt19937 rng(seed);
   const int seqs = int(c.seqs.size()), bs = c.block_size, d = c.head_dim;
-  int rows = 0, max_context = 0, max_queries = 1, width = 1;
+  int rows = 0, max_context = 0, max_queries = 1, min_queries = INT_MAX, width = 1;
   for (const SeqSpec& s : c.seqs) {
     rows += s.queries;
     max_context = std::max(max_context, s.start + s.queries);
     max_queries = std::max(max_queries, s.queries);
+    min_queries = std::min(min_queries, s.queries);
     width = std::max(width, (s.start + s.queries + bs - 1) / bs);
   }
   // Every sequence gets `width` distinct blocks in a shuffled pool (plus spare blocks).
@@ -258,6 +260,7 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   p.seq_query_start = dstart.as<int32_t>();
   p.num_seqs = seqs;
   p.max_queries = max_queries;
+  p.min_queries = min_queries;  // every sequence a prompt: the decode kernel is skipped
   p.rows = rows;
   p.num_heads = c.num_heads;
   p.num_kv_heads = c.num_kv_heads;

@@ -46,6 +46,7 @@ struct AttentionParams {
   const int32_t* seq_query_start = nullptr;  // [num_seqs + 1]: first row of each sequence
   int num_seqs = 0;
   int max_queries = 1;  // most rows of one sequence this step (host value; 1 for graph buckets)
+  int min_queries = 1;  // fewest rows of one sequence this step (host value; 1 for graph buckets)
   int rows = 0;
   int num_heads = 0;
   int num_kv_heads = 0;

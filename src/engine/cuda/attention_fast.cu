@@ -614,6 +614,7 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
       launch_flash<kHeadDim, 1>(p, stream);
     }
   }
+  if (p.min_queries >= kFlashMinQueries) return;  // no decode rows: every sequence is flash's
   launch_kernel(decode_attention_kernel<kHeadDim>, dim3(p.rows, p.num_kv_heads, p.splits),
                 dim3(kThreads), kShared, stream, p.overlap, p);
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);

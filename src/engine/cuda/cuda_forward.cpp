@@ -195,6 +195,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.seq_query_start = a.seq_query_start;
     attn.num_seqs = shape.seqs;
     attn.max_queries = shape.max_queries;
+    attn.min_queries = shape.min_queries;
     attn.kernels = options_.kernels.attention;
     attn.rows = tokens;
     attn.num_heads = c.num_heads;
@@ -221,7 +222,9 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
       mark("gate|up linear + silu * mul");
       mlp_out = add_to_residual(gated, w.down_proj, tokens, hidden, inter);
     } else {
-      linear(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden);
+      // cuBLASLt: what the fused GEMV was timed against (time_linear_kernels) and lost to, or
+      // a step past the GEMV's token counts.
+      gemm_->run(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden, stream_);
       mark("gate|up linear");
       launch_silu_mul(gemm_out_.as<bf16>(), tokens, inter, act, stream_);
       mark("silu * mul");

@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_runner.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -350,12 +351,14 @@ void CudaRunner::submit(const StepBatch& batch) {
     replay_decode_graph(bucket);
   } else {
     // A padded decode step without graphs splits attention exactly as its graph would.
-    int max_queries = 1;
+    int max_queries = 1, min_queries = bucket > 0 || batch.sequences.empty() ? 1 : INT_MAX;
     for (const SequenceWork& s : batch.sequences) {
       max_queries = std::max(max_queries, int(s.tokens.size()));
+      min_queries = std::min(min_queries, int(s.tokens.size()));
     }
     enqueue_step({packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context,
-                  packed.num_seqs, max_queries, packed.adjusts_logits, packed.wants_logprobs},
+                  packed.num_seqs, max_queries, min_queries, packed.adjusts_logits,
+                  packed.wants_logprobs},
                  packed.arrays);
   }
   StepSlot& slot = slots_[(first_slot_ + outstanding_) % 2];

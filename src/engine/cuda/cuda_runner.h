@@ -139,6 +139,7 @@ class CudaRunner final : public ModelRunner {
     int max_context = 0;  // 0: unknown (graph capture)
     int seqs = 0;
     int max_queries = 1;  // most tokens of one sequence
+    int min_queries = 1;  // fewest tokens of one sequence (1 for graph buckets: padding rows)
     // Sampling extras (sampling_extras.h): never in a graph.
     bool adjusts_logits = false;
     bool wants_logprobs = false;
