@@ -30,7 +30,7 @@ GemmOutput fp32_output(const DeviceBuffer& buffer) {
 bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
   if (tokens > options_.kernels.gemv_max_tokens) return false;
   auto found = gemv_wins_.find({tokens, n, k, fused_silu});
-  return found == gemv_wins_.end() || found->second;
+  return found != gemv_wins_.end() && found->second;
 }
 
 void CudaRunner::time_linear_kernels() {

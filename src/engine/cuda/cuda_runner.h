@@ -152,7 +152,8 @@ class CudaRunner final : public ModelRunner {
   // accumulates into residual_ itself and returns no addend.
   GemmOutput add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k);
   // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
-  // used for `tokens` rows of the (n, k) linear layer; true for shapes never timed.
+  // used for `tokens` rows of the (n, k) linear layer: only where it won the start-up timing, so
+  // a shape never timed takes cuBLASLt, which runs every shape.
   bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
   // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
   // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_.
