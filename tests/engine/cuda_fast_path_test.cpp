@@ -273,11 +273,8 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   const size_t out_elements = size_t(rows) * c.num_heads * d;
   DeviceBuffer partial_out(out_elements * size_t(p.splits) * 4, "partials");
   DeviceBuffer partial_lse(size_t(rows) * c.num_heads * size_t(p.splits) * 4, "partial lse");
-  DeviceBuffer split_arrivals(size_t(rows) * c.num_kv_heads * 4, "split arrivals");
-  GPUFRAC_CUDA_CHECK(cudaMemset(split_arrivals.data(), 0, size_t(rows) * c.num_kv_heads * 4));
   p.partial_out = partial_out.as<float>();
   p.partial_lse = partial_lse.as<float>();
-  p.split_arrivals = split_arrivals.as<int>();
 
   std::vector<float> results[2];
   for (int variant = 0; variant < 2; ++variant) {

@@ -154,9 +154,14 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 }
 
 // Merges the splits of one (row, head): weights 2^(lse_z - max lse).
-__global__ void combine_splits_kernel(AttentionParams p) {
+// `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
+__global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
   wait_for_previous_grid();
   allow_next_grid_launch();
+  if (flash_min_queries > 0 &&
+      row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
+    return;
+  }
   int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
   const float* lse = p.partial_lse + head_row * p.splits;
   float max_lse = -INFINITY;
@@ -174,16 +179,16 @@ __global__ void combine_splits_kernel(AttentionParams p) {
   }
 }
 
-void launch_combine_splits(const AttentionParams& p, cudaStream_t stream) {
-  launch_kernel(combine_splits_kernel, dim3(p.rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
-                0, stream, p.overlap, p);
-}
-
 // Decode-attention blocks resident at once on `sm_count` SMs: one wave of the split grid.
 int split_grid_slots(int sm_count) { return kDecodeBlocksPerSm * std::max(sm_count, 1); }
 constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unsplit
 
 }  // namespace
+
+void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
+  launch_kernel(combine_splits_kernel, dim3(p.rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
+                0, stream, p.overlap, p, flash_min_queries);
+}
 
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
   constexpr int kBlockCostTiles = 1, kPlannedContext = 2048;
@@ -235,7 +240,7 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
       throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__, "unsupported head_dim");
   }
   GPUFRAC_LAUNCH_CHECK();
-  if (p.splits > 1) launch_combine_splits(p, stream);
+  if (p.splits > 1) launch_combine_splits(p, 0, stream);
 }
 
 }  // namespace gpufrac::engine

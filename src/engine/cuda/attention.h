@@ -6,8 +6,7 @@
 // One thread block per (row, KV head, group of up to 8 query heads): all query heads that share
 // a KV head read each K/V vector once (GQA). When rows x KV heads would leave the SMs this
 // process may use idle for part of the grid's waves, the context is split across `splits` blocks
-// (flash-decoding) whose partial results are merged by log-sum-exp (kSimple: in a second kernel;
-// kFast: by the split's block that finishes last, through split_arrivals). Rows with
+// (flash-decoding) whose partial results are merged by log-sum-exp in a second kernel. Rows with
 // context 0 (graph padding) produce zeros. The split count is chosen on the host
 // (attention_splits) and each block derives its range from the context length in device memory,
 // so a captured graph stays valid for any length.
@@ -57,9 +56,6 @@ struct AttentionParams {
   int splits = 1;
   float* partial_out = nullptr;  // splits > 1: [rows][num_heads][splits][head_dim]
   float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
-  // splits > 1, kFast: [rows][num_kv_heads] arrival counters, zero before a launch and zero again
-  // after it (the block that arrives last merges the splits and resets its counter).
-  int* split_arrivals = nullptr;
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream

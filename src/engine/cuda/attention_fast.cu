@@ -586,38 +586,6 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
       }
     }
   }
-  if (p.splits == 1) return;
-
-  // The block that arrives last among the splits of (row, KV head) merges their partials by
-  // log-sum-exp into p.out, so no second kernel is launched.
-  __shared__ bool merges;
-  __threadfence();  // this block's partials are visible device-wide before it arrives
-  __syncthreads();
-  if (tid == 0) {
-    int* arrivals = p.split_arrivals + row * p.num_kv_heads + kv_head;
-    merges = atomicAdd(arrivals, 1) == p.splits - 1;
-    if (merges) *arrivals = 0;  // every split has arrived: ready for the next launch
-  }
-  __syncthreads();
-  if (!merges) return;
-  __threadfence();
-  for (int idx = tid; idx < group * kHeadDim; idx += kThreads) {
-    const int h = idx / kHeadDim, d = idx % kHeadDim;
-    const int64_t head_row = int64_t(row) * p.num_heads + first_head + h;
-    const float* lse = p.partial_lse + head_row * p.splits;
-    const float* partial = p.partial_out + head_row * p.splits * kHeadDim + d;
-    float top = -INFINITY;
-    for (int z = 0; z < p.splits; ++z) top = fmaxf(top, __ldcg(lse + z));
-    float total = 0.0f, value = 0.0f;
-    if (top != -INFINITY) {
-      for (int z = 0; z < p.splits; ++z) {
-        const float weight = exp2f(__ldcg(lse + z) - top);
-        total += weight;
-        value += weight * __ldcg(partial + z * kHeadDim);
-      }
-    }
-    p.out[head_row * kHeadDim + d] = __float2bfloat16_rn(total > 0 ? value / total : 0.0f);
-  }
 }
 
 template <int kHeadDim, int kHeads>
@@ -649,6 +617,7 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   if (p.min_queries >= kFlashMinQueries) return;  // no decode rows: every sequence is flash's
   launch_kernel(decode_attention_kernel<kHeadDim>, dim3(p.rows, p.num_kv_heads, p.splits),
                 dim3(kThreads), kShared, stream, p.overlap, p);
+  if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }
 
 }  // namespace

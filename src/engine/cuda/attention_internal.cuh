@@ -1,5 +1,5 @@
-// What the two attention translation units share (attention.cu: the simple kernel, its split
-// merge and the dispatch; attention_fast.cu: the flash prefill and tiled decode kernels).
+// What the two attention translation units share (attention.cu: the simple kernel, split
+// merging and the dispatch; attention_fast.cu: the flash prefill and tiled decode kernels).
 // Included by those .cu files only.
 #pragma once
 
@@ -21,8 +21,12 @@ __device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, 
   return p.seq_query_start[seq + 1] - p.seq_query_start[seq] >= min_queries;
 }
 
+// Merges split partials into p.out for every row not owned by the flash kernel
+// (flash_min_queries 0: every row).
+void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream);
+
 // kFast (attention_fast.cu): flash kernel for long sequences, tiled decode kernel for the rest,
-// the split merge in the decode kernel's last block. Requires fast_attention_supported().
+// split merging. Requires fast_attention_supported().
 void launch_fast_attention(const AttentionParams& p, cudaStream_t stream);
 
 }  // namespace gpufrac::engine

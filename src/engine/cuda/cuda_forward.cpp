@@ -206,8 +206,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.splits = splits;
     attn.partial_out = attention_partials_.as<float>();
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
-    attn.split_arrivals =
-        reinterpret_cast<int*>(attn.partial_lse + partial_floats_ / c.head_dim);
     attn.out = act;
     attn.overlap = overlap_;
     launch_paged_attention(attn, stream_);

@@ -108,12 +108,9 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
                                       int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
                    "GEMM outputs");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
-  // partial_out, then partial_lse, then as many split arrival counters (zeroed once; the kernel
-  // leaves them zero): fewer are needed, rows x KV heads of the most split rows.
-  const uint64_t partial_bytes =
-      uint64_t(std::max<int64_t>(partial_floats_ + 2 * (partial_floats_ / c.head_dim), 1) * 4);
-  attention_partials_ = DeviceBuffer(partial_bytes, "attention split partials");
-  GPUFRAC_CUDA_CHECK(cudaMemset(attention_partials_.data(), 0, partial_bytes));
+  attention_partials_ = DeviceBuffer(
+      uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
+      "attention split partials");
   final_hidden_ = DeviceBuffer(uint64_t(seqs * hidden * 2), "final hidden states");
   logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
   sampler_scratch_ = DeviceBuffer(sampler_split_scratch_bytes(int(seqs)), "sampler scratch");
