@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include "common/error.h"
 
@@ -23,27 +24,44 @@ int ephemeral_low() {
   return (in >> low >> high) && low > 0 ? low : 32768;
 }
 
-// Binds 127.0.0.1:`port` (0: the kernel chooses) and releases it; the port bound, or 0.
-int bind_and_release(int port) {
+// Binds 127.0.0.1:`port` (0: the kernel chooses) without SO_REUSEADDR and keeps it bound: the
+// reservation, or one of port 0 and fd -1 when the port is taken.
+EnginePortReservation bind_port(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return {0, -1};
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(uint16_t(port));
   socklen_t length = sizeof addr;
-  int bound = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
-    bound = ntohs(addr.sin_port);
+    return {ntohs(addr.sin_port), fd};
   }
   ::close(fd);
-  return bound;
+  return {0, -1};
 }
 
 }  // namespace
 
-int pick_engine_port() {
+EnginePortReservation::EnginePortReservation(EnginePortReservation&& other) noexcept
+    : port_(std::exchange(other.port_, 0)), fd_(std::exchange(other.fd_, -1)) {}
+
+EnginePortReservation& EnginePortReservation::operator=(EnginePortReservation&& other) noexcept {
+  if (this != &other) {
+    release();
+    port_ = std::exchange(other.port_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void EnginePortReservation::release() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+EnginePortReservation reserve_engine_port() {
   static std::mutex mutex;
   static std::mt19937 draw{std::random_device{}()};
   const int high = ephemeral_low() - 1;
@@ -55,11 +73,13 @@ int pick_engine_port() {
         std::lock_guard lock(mutex);
         port = ports(draw);
       }
-      if (bind_and_release(port) == port) return port;
+      if (EnginePortReservation held = bind_port(port); held.port() == port) return held;
     }
   }
-  if (int port = bind_and_release(0)) return port;
+  if (EnginePortReservation held = bind_port(0); held.port() != 0) return held;
   throw RuntimeFailure("cannot find a free port on 127.0.0.1");
 }
+
+int pick_engine_port() { return reserve_engine_port().port(); }
 
 }  // namespace gpufrac

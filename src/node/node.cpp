@@ -102,13 +102,16 @@ void Node::start(const NodeSpec& spec) {
              "memory still reads as the whole GPU)");
   }
   std::vector<SupervisedInstance> supervised;
+  // Held until the engines start, so that no other node draws them meanwhile.
+  std::vector<EnginePortReservation> engine_ports;
   for (const PlacedInstance& instance : placement_.instances) {
     const ModelSpec& model = spec.models[instance.model_index];
     SupervisedInstance s;
     s.name = instance.instance_name;
     s.model = model.name;
     s.replica = instance.replica;
-    s.plan = plan_launch(spec, placement_, instance, pick_engine_port(), context);
+    engine_ports.push_back(reserve_engine_port());
+    s.plan = plan_launch(spec, placement_, instance, engine_ports.back().port(), context);
     s.startup_timeout_s = model.startup_timeout_s;
     s.failure_limit = model.failure_limit;
     const PlacementDevice& device = placement_.devices[instance.device_index];
@@ -142,6 +145,7 @@ void Node::start(const NodeSpec& spec) {
           stop_requested_ = true;
           wake_.notify_all();
         });
+    for (EnginePortReservation& port : engine_ports) port.release();
     supervisor_->start_all();
     std::vector<std::string> fractions_uuids;
     std::vector<int> groups;

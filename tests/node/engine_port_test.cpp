@@ -1,5 +1,7 @@
 // pick_engine_port: ports below the kernel's ephemeral range (where neither outgoing connections
-// nor binds to port 0 land), free when returned, and not the same one every time.
+// nor binds to port 0 land), free when returned, and not the same one every time;
+// reserve_engine_port: a held port cannot be bound by anyone else (so no other draw takes it)
+// until it is released, and then can.
 #include "node/engine_port.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +41,17 @@ TEST(EnginePort, DrawnFreeBelowTheEphemeralRange) {
     seen.insert(port);
   }
   EXPECT_GT(seen.size(), 16u) << "the ports are drawn, not one fixed choice";
+}
+
+TEST(EnginePort, AReservedPortIsTakenUntilReleased) {
+  EnginePortReservation held = reserve_engine_port();
+  ASSERT_GT(held.port(), 0);
+  EXPECT_FALSE(can_listen_on(held.port())) << "another bind took a reserved port";
+  EnginePortReservation moved = std::move(held);
+  EXPECT_EQ(held.port(), 0);
+  EXPECT_FALSE(can_listen_on(moved.port())) << "the move released the port";
+  moved.release();
+  EXPECT_TRUE(can_listen_on(moved.port()));
 }
 
 }  // namespace
