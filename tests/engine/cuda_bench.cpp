@@ -128,22 +128,16 @@ struct Variant {
 
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); simple-attention: fast GEMV, simple attention; cublas: fast attention,
-// cuBLASLt for every GEMM; simple: the first version's kernels; prefetchN: fast with N MiB of
-// L2 prefetch ahead of the linear layers.
+// cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
-  if (name.rfind("prefetch", 0) == 0 && name.size() > 8) {
-    CudaKernelChoice prefetch = fast;
-    prefetch.l2_prefetch_mib = int(parse_int(name.substr(8), "--variants prefetchN"));
-    return {name, prefetch};
-  }
   if (name == "serial") return {name, {AttentionKernels::kFast, fast.gemv_max_tokens, false}};
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, simple-attention, cublas, simple, prefetchN)");
+                   "' (use fast, serial, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -169,8 +163,7 @@ int bench_main(int argc, char** argv) {
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), simple-attention (fast GEMV, simple attention), cublas (fast "
-              "attention, cuBLASLt GEMMs), simple (version 1), prefetchN (fast with N MiB of L2 "
-              "prefetch)",
+              "attention, cuBLASLt GEMMs), simple (version 1)",
               "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")

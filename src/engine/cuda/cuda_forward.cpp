@@ -14,7 +14,6 @@
 #include "engine/cuda/cuda_runner.h"
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
-#include "engine/cuda/l2_prefetch.h"
 #include "engine/cuda/layer_kernels.h"
 #include "engine/cuda/sampling_extras.h"
 
@@ -118,21 +117,6 @@ void CudaRunner::time_linear_kernels() {
            summary.empty() ? " none" : summary);
 }
 
-void CudaRunner::prefetch_to_l2(const void* bytes, uint64_t count) {
-  if (options_.kernels.l2_prefetch_mib <= 0 || compute_major_ < 9 || count == 0) return;
-  GPUFRAC_CUDA_CHECK(cudaEventRecord(prefetch_fork_, stream_));
-  GPUFRAC_CUDA_CHECK(cudaStreamWaitEvent(prefetch_stream_, prefetch_fork_, 0));
-  launch_l2_prefetch(bytes, count, prefetch_stream_);
-  prefetches_unjoined_ = true;
-}
-
-void CudaRunner::join_prefetches() {
-  if (!prefetches_unjoined_) return;
-  GPUFRAC_CUDA_CHECK(cudaEventRecord(prefetch_join_, prefetch_stream_));
-  GPUFRAC_CUDA_CHECK(cudaStreamWaitEvent(stream_, prefetch_join_, 0));
-  prefetches_unjoined_ = false;
-}
-
 void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
                         int k) {
   if (prefers_gemv(tokens, n, k, false)) {
@@ -161,11 +145,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   auto* act = activations_.as<bf16>();
   const uint64_t layer_kv_elements = uint64_t(kv_.segment_blocks()) * uint64_t(c.num_kv_heads) *
                                      uint64_t(block_size_) * uint64_t(c.head_dim);
-  // What prefetch_to_l2 warms ahead of a linear layer: the head of its weights (all of o_proj).
-  const uint64_t prefetch_bytes = uint64_t(std::max(options_.kernels.l2_prefetch_mib, 0)) << 20;
-  const uint64_t gate_rows_prefetched =
-      std::min<uint64_t>(uint64_t(inter), prefetch_bytes / 2 / (uint64_t(hidden) * 2));
-  const uint64_t qkv_bytes = uint64_t(qkv) * uint64_t(hidden) * 2;
 
   mark("");
   launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
@@ -184,8 +163,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
 
     linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);
     mark("qkv linear");
-    // During RoPE and attention.
-    prefetch_to_l2(w.o_proj, std::min(prefetch_bytes, uint64_t(hidden) * uint64_t(q_width) * 2));
     QkvRopeParams rope;
     rope.qkv = fp32_output(gemm_out_);
     rope.bias = w.qkv_bias;
@@ -236,10 +213,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
 
     const GemmOutput attention_out = add_to_residual(act, w.o_proj, tokens, hidden, q_width);
     mark("o linear");
-    // During add + RMSNorm: the first rows of gate and of up, which the first blocks read.
-    prefetch_to_l2(w.gate_up_proj, gate_rows_prefetched * uint64_t(hidden) * 2);
-    prefetch_to_l2(w.gate_up_proj + uint64_t(inter) * uint64_t(hidden),
-                   gate_rows_prefetched * uint64_t(hidden) * 2);
     launch_add_rmsnorm(x, attention_out, nullptr, tokens, hidden, w.post_attention_norm, eps, act,
                        stream_, overlap_);
     mark("add + rmsnorm");
@@ -259,13 +232,11 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     }
     mark("down linear");
     if (l + 1 < c.num_layers) {
-      prefetch_to_l2(weights_.layers[size_t(l) + 1].qkv_proj, std::min(prefetch_bytes, qkv_bytes));
       launch_add_rmsnorm(x, mlp_out, nullptr, tokens, hidden,
                          weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_, overlap_);
       mark("add + rmsnorm");
     }
   }
-  join_prefetches();
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
   launch_add_rmsnorm(x, mlp_out, a.sample_token, shape.samples, hidden,

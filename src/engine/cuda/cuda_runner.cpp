@@ -66,7 +66,6 @@ std::string CudaKernelChoice::describe() const {
   }
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
-  if (l2_prefetch_mib > 0) text += ", L2 prefetch of " + std::to_string(l2_prefetch_mib) + " MiB";
   return text;
 }
 
@@ -92,9 +91,6 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
                   std::to_string(sm_count_) + " SMs usable, " + format_bytes(props.totalGlobalMem) +
                   ")";
   GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&prefetch_stream_, cudaStreamNonBlocking));
-  GPUFRAC_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-  GPUFRAC_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_join_, cudaEventDisableTiming));
   gemm_ = std::make_unique<CublasLtGemm>();
 
   const int64_t tokens = options_.max_tokens_per_step, seqs = options_.max_seqs_per_step;
@@ -153,10 +149,6 @@ CudaRunner::~CudaRunner() {
   for (StepSlot& slot : slots_) {
     if (slot.done) cudaEventDestroy(slot.done);
   }
-  if (prefetch_stream_) cudaStreamSynchronize(prefetch_stream_);
-  if (prefetch_fork_) cudaEventDestroy(prefetch_fork_);
-  if (prefetch_join_) cudaEventDestroy(prefetch_join_);
-  if (prefetch_stream_) cudaStreamDestroy(prefetch_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

@@ -63,10 +63,6 @@ struct CudaKernelChoice {
   bool overlap_launches = true;
   // Greedy and plain temperature rows are sampled by a scan split across the GPU (gpu_sampler.h).
   bool split_sampler = true;
-  // > 0: while the kernels between linear layers run, the next linear layer's weights are
-  // prefetched into L2 (l2_prefetch.h; sm_90 and later): o_proj whole, and this many MiB of the
-  // gate|up and of the next layer's qkv weights.
-  int l2_prefetch_mib = 0;
   static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false}; }
   static CudaKernelChoice from_environment();
   std::string describe() const;
@@ -169,11 +165,6 @@ class CudaRunner final : public ModelRunner {
   void set_up_kv_cache(int num_blocks, int block_size, bool elastic);
   // Decides overlap_ for options_.kernels: sm_90 or later, and a probe launch is accepted.
   void choose_launch_overlap();
-  // Prefetches [bytes, bytes + count) into L2 on prefetch_stream_, forked from stream_ at this
-  // point (kernels().l2_prefetch_mib > 0 on sm_90 and later; otherwise nothing).
-  void prefetch_to_l2(const void* bytes, uint64_t count);
-  // Makes stream_ wait for every prefetch forked since the last join.
-  void join_prefetches();
   // Records an event ending stage `stage` while profile_forward() runs; otherwise nothing.
   void mark(const char* stage);
   void destroy_graphs();
@@ -190,9 +181,6 @@ class CudaRunner final : public ModelRunner {
   bool overlap_ = false;  // launch the layer kernels overlapped (kernel_launch.cuh)
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t prefetch_stream_ = nullptr;  // prefetch_to_l2's launches
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_ = nullptr;
-  bool prefetches_unjoined_ = false;
   std::unique_ptr<CublasLtGemm> gemm_;
   std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
