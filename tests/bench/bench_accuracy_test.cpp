@@ -33,6 +33,7 @@
 #include "bench/metrics.h"
 #include "bench/stats.h"
 #include "bench/stream_client.h"
+#include "common/clock.h"
 #include "common/json.h"
 #include "fakes/scripted_sse_server_process.h"
 #include "scripted_bench_setup.h"
@@ -103,12 +104,6 @@ std::map<std::string, ServerSide> read_trace(const std::string& path) {
 
 double ms_between(int64_t from_ns, int64_t to_ns) { return double(to_ns - from_ns) / 1e6; }
 
-int64_t now_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
 // Median over 9 tries of the time from a timer deadline to the moment a thread blocked in read()
 // holds the byte another thread wrote at that deadline, 30 ms after the last one (as a client
 // waits through a TTFT), in ms: the writer's wake-up from its timer and the reader's from its
@@ -119,7 +114,7 @@ double wake_latency_ms() {
   constexpr int kTries = 9;
   std::thread writer([&] {
     for (int i = 0; i < kTries; ++i) {
-      const int64_t deadline = now_ns() + 30000000;
+      const int64_t deadline = monotonic_ns() + 30000000;
       const timespec at{time_t(deadline / 1000000000), long(deadline % 1000000000)};
       ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr);
       if (::write(fds[1], &deadline, sizeof deadline) != sizeof deadline) return;
@@ -128,7 +123,7 @@ double wake_latency_ms() {
   std::vector<double> latencies;
   for (int64_t deadline = 0; int(latencies.size()) < kTries;) {
     if (::read(fds[0], &deadline, sizeof deadline) != sizeof deadline) break;
-    latencies.push_back(ms_between(deadline, now_ns()));
+    latencies.push_back(ms_between(deadline, monotonic_ns()));
   }
   writer.join();
   ::close(fds[0]);
