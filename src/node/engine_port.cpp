@@ -80,6 +80,4 @@ EnginePortReservation reserve_engine_port() {
   throw RuntimeFailure("cannot find a free port on 127.0.0.1");
 }
 
-int pick_engine_port() { return reserve_engine_port().port(); }
-
 }  // namespace gpufrac

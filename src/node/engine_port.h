@@ -7,7 +7,7 @@
 // node's engine has bound it. reserve_engine_port() closes that window for as long as the node
 // needs before it starts its engines (MPS daemons, the router): the port stays bound, not
 // listening, so every other draw (which binds too) finds it taken and draws again, in this
-// process or any other. Both fall back to a port the kernel chooses when the range is empty or
+// process or any other. It falls back to a port the kernel chooses when the range is empty or
 // 64 draws find nothing free, and throw RuntimeFailure when no socket can be bound at all.
 // Thread-safe.
 #pragma once
@@ -34,8 +34,5 @@ class EnginePortReservation {
 };
 
 EnginePortReservation reserve_engine_port();
-
-// A port drawn as reserve_engine_port() draws it, released at once.
-int pick_engine_port();
 
 }  // namespace gpufrac

@@ -112,6 +112,9 @@ void Node::start(const NodeSpec& spec) {
     s.replica = instance.replica;
     engine_ports.push_back(reserve_engine_port());
     s.plan = plan_launch(spec, placement_, instance, engine_ports.back().port(), context);
+    s.plan_on_port = [this, instance, context](int port) {
+      return plan_launch(spec_, placement_, instance, port, context);
+    };
     s.startup_timeout_s = model.startup_timeout_s;
     s.failure_limit = model.failure_limit;
     const PlacementDevice& device = placement_.devices[instance.device_index];

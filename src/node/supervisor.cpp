@@ -13,6 +13,7 @@
 #include "common/http_client.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "node/engine_port.h"
 
 namespace gpufrac {
 namespace {
@@ -180,6 +181,7 @@ void Supervisor::tick() {
       case InstanceState::kRestarting:
         if (monotonic_ns() >= x.restart_at_ns) {
           try {
+            move_to_fresh_port(x);
             launch(x);
           } catch (const std::exception& e) {
             schedule_restart(x, e.what());
@@ -190,6 +192,14 @@ void Supervisor::tick() {
         break;
     }
   }
+}
+
+void Supervisor::move_to_fresh_port(Instance& x) {
+  if (!x.spec.plan_on_port) return;
+  EnginePortReservation port = reserve_engine_port();
+  x.spec.plan = x.spec.plan_on_port(port.port());
+  x.status.port = x.spec.plan.port;
+  x.status.url = x.spec.plan.base_url;
 }
 
 void Supervisor::launch(Instance& x) {

@@ -5,8 +5,8 @@
 // stopping everything it started) when any instance exits, times out or fails verification: a
 // node starts all of its models or none.
 //
-// Afterwards a monitor thread keeps them up: an instance that exits is restarted with exponential
-// backoff (0.5 s doubling to 30 s; back to 0.5 s after 30 s of good health). One that keeps
+// Afterwards a monitor thread keeps them up: an instance that exits is restarted (on a freshly
+// drawn port, when it has plan_on_port) with exponential backoff (0.5 s doubling to 30 s; back to 0.5 s after 30 s of good health). One that keeps
 // failing — `failure_limit` exits (or startup timeouts) of its own in a row, without 30 s of good
 // health in between — is marked failed and left down (its requests get a clear 503); the others
 // keep serving. Being stopped with a fault group (below) is not a failure of its own. Instances in
@@ -48,7 +48,10 @@ struct SupervisedInstance {
   std::string name;   // instance name ("m", "m#1")
   std::string model;  // the model it serves (router key)
   int replica = 0;
-  LaunchPlan plan;
+  LaunchPlan plan;  // its first start, on a port the node holds until then
+  // The plan of a restart on a port drawn just before it (the first start's port may have been
+  // taken by another node since the engine died); empty: restarts reuse `plan`.
+  std::function<LaunchPlan(int port)> plan_on_port;
   double startup_timeout_s = 600;
   int fault_group = -1;  // instances sharing an MPS server have one group; -1: none
   int failure_limit = 5;  // failures in a row before it is marked failed; 0: never
@@ -109,6 +112,9 @@ class Supervisor {
   void run_monitor();
   void tick();
   void launch(Instance& x);
+  // Before a restart: a fresh port and the plan for it (plan_on_port), the port held bound until
+  // the engine is about to start.
+  void move_to_fresh_port(Instance& x);
   void check_startup(Instance& x);
   void on_exit(Instance& x, int wait_status);
   // A failure of its own: restarts it, or marks it failed past its failure_limit.

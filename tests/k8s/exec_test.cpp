@@ -199,7 +199,7 @@ class K8sExecWithAgent : public ::testing::Test {
 };
 
 TEST_F(K8sExecWithAgent, AnEngineThatAttachesServesUntilSigtermThenExecExitsZero) {
-  int port = pick_engine_port();
+  int port = reserve_engine_port().port();
   std::string log = dir_.path() + "/exec.log";
   ProcessId exec = spawn_shell("exec" + exec_line(port, ""), log);
   ASSERT_TRUE(
@@ -217,7 +217,7 @@ TEST_F(K8sExecWithAgent, AnEngineThatAttachesServesUntilSigtermThenExecExitsZero
 }
 
 TEST_F(K8sExecWithAgent, AnEngineThatDropsThePipeDirectoryIsStoppedAndExecFails) {
-  int port = pick_engine_port();
+  int port = reserve_engine_port().port();
   std::string log = dir_.path() + "/exec.log";
   ProcessId exec = spawn_shell("exec" + exec_line(port, "env -u CUDA_MPS_PIPE_DIRECTORY"), log);
   std::optional<int> status = wait_exit(exec, 40);
@@ -231,7 +231,7 @@ TEST_F(K8sExecWithAgent, AnEngineThatDropsThePipeDirectoryIsStoppedAndExecFails)
 }
 
 TEST_F(K8sExecWithAgent, WithoutAnAgentTheEngineNeverStarts) {
-  std::string line = exec_line(pick_engine_port(), "");
+  std::string line = exec_line(reserve_engine_port().port(), "");
   agent_.reset();
   CommandResult r = run_shell(line);
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -245,7 +245,7 @@ TEST_F(K8sExecWithAgent, TheCheckWorksFromAnotherPidNamespace) {
   }
   // As in a pod, exec is PID 1 of its own PID namespace.
   const std::string pod = "exec unshare --pid --fork --mount-proc";
-  int port = pick_engine_port();
+  int port = reserve_engine_port().port();
   std::string log = dir_.path() + "/exec-ns.log";
   ProcessId exec = spawn_shell(exec_line(port, "", pod), log);
   ASSERT_TRUE(
@@ -270,7 +270,7 @@ TEST_F(K8sExecWithAgent, TheCheckWorksFromAnotherPidNamespace) {
       20))
       << "the engine outlived its pod: " << read_file(log);
 
-  int other_port = pick_engine_port();
+  int other_port = reserve_engine_port().port();
   std::string failed_log = dir_.path() + "/exec-ns-failed.log";
   ProcessId failed =
       spawn_shell(exec_line(other_port, "env -u CUDA_MPS_PIPE_DIRECTORY", pod), failed_log);

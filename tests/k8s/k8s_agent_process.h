@@ -41,7 +41,7 @@ inline std::optional<int> wait_exit(const ProcessId& child, double timeout_s) {
 class AgentProcess {
  public:
   AgentProcess(std::string root, int gpus, const std::string& extra = "")
-      : root_(std::move(root)), port_(pick_engine_port()), log_(root_ + ".log") {
+      : root_(std::move(root)), port_(reserve_engine_port().port()), log_(root_ + ".log") {
     std::string line = std::string(GPUFRAC_BINARY) + " k8s agent --root " + root_ +
                        " --listen 127.0.0.1:" + std::to_string(port_) + " --mps-control " +
                        source_tree() + "/tests/fakes/fake_mps_control.py --check-interval 0.2s " +

@@ -1,7 +1,6 @@
-// pick_engine_port: ports below the kernel's ephemeral range (where neither outgoing connections
-// nor binds to port 0 land), free when returned, and not the same one every time;
-// reserve_engine_port: a held port cannot be bound by anyone else (so no other draw takes it)
-// until it is released, and then can.
+// reserve_engine_port: ports below the kernel's ephemeral range (where neither outgoing connections
+// nor binds to port 0 land), free once released, and not the same one every time; a held port
+// cannot be bound by anyone else (so no other draw takes it) until it is released, and then can.
 #include "node/engine_port.h"
 
 #include <gtest/gtest.h>
@@ -34,7 +33,7 @@ TEST(EnginePort, DrawnFreeBelowTheEphemeralRange) {
   if (low <= 20000) GTEST_SKIP() << "the ephemeral range starts at " << low << ": no room below";
   std::set<int> seen;
   for (int i = 0; i < 32; ++i) {
-    int port = pick_engine_port();
+    int port = reserve_engine_port().port();
     EXPECT_GE(port, 20000);
     EXPECT_LT(port, low);
     EXPECT_TRUE(can_listen_on(port)) << port;

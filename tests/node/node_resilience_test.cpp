@@ -1,11 +1,15 @@
 // CPU nodes of the real engine (`gpufrac serve --model tiny`) whose engines are killed with
 // SIGKILL under load: a stream cut mid-way is resumed and equals the uninterrupted run (greedy
 // and seeded: ids, text, usage, one stream id); requests sent while the engine restarts wait and
-// complete; a non-streamed request whose engine died is retried and gets the same answer; and
+// complete; a non-streamed request whose engine died is retried and gets the same answer; an
+// engine whose port was taken after it died restarts on another port; and
 // the CPU scenario — two tiny models, c=4 each, ISL 64 / OSL 64, 120 requests per model
 // through `gpufrac bench`, one engine killed twice — loses no request, the other model's
 // latencies printed beside a run without kills.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <functional>
 #include <set>
@@ -236,6 +240,35 @@ const Json& target(const Json& summary, const std::string& model) {
     if (t["model"] == model) return t["metrics"];
   }
   throw std::runtime_error("no target " + model);
+}
+
+// Another process (another node's engine) takes the port of an engine that died: the restart
+// draws a fresh port, and the router follows it.
+TEST_F(NodeResilienceTest, ARestartedEngineMovesOffAPortTakenAfterItDied) {
+  std::unique_ptr<Node> node = up(tiny_model("a"));
+  const int old_port = instance(*node, "a").port;
+  int restarts = kill_engine(*node, "a");
+  int taker = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taker, 0);
+  int on = 1;
+  ::setsockopt(taker, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(uint16_t(old_port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // The dead engine's socket goes as the kernel reaps it: bind as soon as it has gone.
+  ASSERT_TRUE(eventually(
+      [&] {
+        return ::bind(taker, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+               ::listen(taker, 4) == 0;
+      },
+      5));
+  ASSERT_TRUE(back(*node, "a", restarts));
+  EXPECT_NE(instance(*node, "a").port, old_port);
+  HttpReply reply = http_post_json(node->url() + "/v1/completions",
+                                   completion("a", 8, false).dump(), 60);
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  ::close(taker);
 }
 
 TEST_F(NodeResilienceTest, TwoTinyModelsUnderBenchLoseNothingWhenOneEngineIsKilledTwice) {
