@@ -1,12 +1,16 @@
-// CudaRunner's forward pass (cuda_runner.h): the linear-kernel choice (the GEMV against
-// cuBLASLt, timed at start-up), the layer-by-layer step enqueued on the runner's stream (what the
+// CudaRunner's forward pass (cuda_runner.h): the linear-kernel choices timed at start-up
+// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued on the runner's stream (what the
 // decode graphs capture), and the per-stage profile. The runner's lifecycle, memory, graphs and
 // submit/collect are in cuda_runner.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/strings.h"
 #include "engine/cuda/attention.h"
@@ -14,6 +18,7 @@
 #include "engine/cuda/cuda_runner.h"
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
+#include "engine/cuda/gpu_timing.h"
 #include "engine/cuda/layer_kernels.h"
 #include "engine/cuda/sampling_extras.h"
 
@@ -25,12 +30,73 @@ GemmOutput fp32_output(const DeviceBuffer& buffer) {
   return {buffer.data(), false, 1, 0};
 }
 
+std::string one_decimal(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", value);
+  return text;
+}
+
 }  // namespace
 
 bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
   if (tokens > options_.kernels.gemv_max_tokens) return false;
   auto found = gemv_wins_.find({tokens, n, k, fused_silu});
   return found != gemv_wins_.end() && found->second;
+}
+
+void CudaRunner::tune_linear_layers() {
+  const ModelConfig& c = weights_.config();
+  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
+  const int qkv = q_width + 2 * c.kv_width();
+  const int most_tokens = options_.max_tokens_per_step;
+  const int most_samples = std::min(most_tokens, options_.max_seqs_per_step);
+  bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
+  // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
+      x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
+  // The decode batch sizes (the graphs' buckets), powers of two and the largest step: token
+  // counts in between take the nearest one's choice (gemm.h).
+  std::set<int> token_counts(buckets_.begin(), buckets_.end());
+  for (int m = 1; m < most_tokens; m *= 2) token_counts.insert(m);
+  token_counts.insert(most_tokens);
+  struct Shape {
+    const char* name;
+    std::vector<const bf16*> weights;  // one per layer: distinct bytes, as in a step
+    int n, k;
+    bool y_bf16, accumulate;  // as the forward pass runs it
+    void* out;                // holds the most rows x n outputs
+    int most_rows;
+  };
+  std::vector<Shape> shapes = {
+      {"qkv", {}, qkv, hidden, false, false, gemm_out_.data(), most_tokens},
+      {"o", {}, hidden, q_width, false, true, gemm_out_.data(), most_tokens},
+      {"gate_up", {}, 2 * inter, hidden, true, false, gemm_out_.data(), most_tokens},
+      {"down", {}, hidden, inter, false, true, gemm_out_.data(), most_tokens},
+      {"lm_head", {weights_.lm_head}, c.vocab_size, hidden, false, false, logits_.data(),
+       most_samples}};
+  for (const DeviceLayerWeights& l : weights_.layers) {
+    shapes[0].weights.push_back(l.qkv_proj);
+    shapes[1].weights.push_back(l.o_proj);
+    shapes[2].weights.push_back(l.gate_up_proj);
+    shapes[3].weights.push_back(l.down_proj);
+  }
+  const int64_t began = monotonic_ns();
+  int tuned = 0, changed = 0;
+  double first_ms = 0, best_ms = 0;  // summed over the shapes at the largest step, per layer
+  for (const Shape& s : shapes) {
+    for (int m : token_counts) {
+      if (m > s.most_rows) continue;
+      CublasLtGemm::Tuning t =
+          gemm_->tune(x, s.weights, s.out, s.y_bf16, m, s.n, s.k, s.accumulate, stream_);
+      tuned++;
+      if (t.chosen != 0) changed++;
+      if (m == most_tokens) first_ms += t.first_ms, best_ms += t.best_ms;
+    }
+  }
+  log_info("cuda runner: cuBLASLt's candidate algorithms timed for ", tuned, " shapes in ",
+           (monotonic_ns() - began) / 1000000, " ms; another than its first kept for ", changed,
+           "; at ", most_tokens, " tokens the linear layers take ", one_decimal(best_ms * 1e3),
+           " us per layer (its first algorithms: ", one_decimal(first_ms * 1e3), " us)");
 }
 
 void CudaRunner::time_linear_kernels() {
@@ -45,25 +111,10 @@ void CudaRunner::time_linear_kernels() {
   // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
   GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
       x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  GPUFRAC_CUDA_CHECK(cudaEventCreate(&start));
-  GPUFRAC_CUDA_CHECK(cudaEventCreate(&stop));
-  // Best of three runs of 10 back-to-back calls, in ms per call. Call i takes layer i's
-  // weights (distinct bytes, as in a step: one weight called 10 times would be served from L2).
+  // Call i takes layer i's weights (distinct bytes, as in a step).
   const int layers = int(weights_.layers.size());
-  auto time_ms = [&](const auto& call) {
-    call(0);
-    float best = INFINITY;
-    for (int run = 0; run < 3; ++run) {
-      GPUFRAC_CUDA_CHECK(cudaEventRecord(start, stream_));
-      for (int i = 0; i < 10; ++i) call(i + 1);
-      GPUFRAC_CUDA_CHECK(cudaEventRecord(stop, stream_));
-      GPUFRAC_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      GPUFRAC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      best = std::min(best, ms / 10);
-    }
-    return best;
+  auto time_ms = [&](const std::function<void(int)>& call) {
+    return best_ms_per_call(stream_, 10, call);
   };
   struct Shape {
     const bf16* DeviceLayerWeights::*weight;  // null: the lm_head
@@ -100,8 +151,6 @@ void CudaRunner::time_linear_kernels() {
     });
     gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   // "6144x2560 m=2-4, 9728x2560+silu m=1-4": the token counts per shape where cuBLASLt won.
   std::map<std::string, std::vector<int>> kept;
   for (const auto& [key, wins] : gemv_wins_) {

@@ -136,6 +136,7 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
     if (b <= largest) buckets_.push_back(b);
   }
   choose_launch_overlap();
+  tune_linear_layers();
   time_linear_kernels();
   log_info("cuda runner: ", c.name, " on ", device_label_, ", weights ",
            format_bytes(weights_.bytes()), ", ", format_bytes(available_memory_bytes()),

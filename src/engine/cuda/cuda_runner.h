@@ -155,6 +155,9 @@ class CudaRunner final : public ModelRunner {
   // used for `tokens` rows of the (n, k) linear layer: only where it won the start-up timing, so
   // a shape never timed takes cuBLASLt, which runs every shape.
   bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
+  // Times cuBLASLt's candidate algorithms for every linear shape of the model at the decode
+  // buckets, powers of two and max_tokens_per_step rows, and keeps the fastest (gemm.h).
+  void tune_linear_layers();
   // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
   // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_.
   void time_linear_kernels();
