@@ -3,10 +3,12 @@
 // Measures, in one process: the device copy bandwidth and a large bf16 GEMM's rate (the two
 // ceilings), every linear layer shape of the model through cuBLASLt at several token counts,
 // decode steps per batch size (CUDA-graph replay timed with events: GPU time; and forward()
-// wall time: what a caller sees), and one long prefill. Every decode and prefill point runs once
-// per kernel variant (--variants: the fast paths against the simple kernels, as ratios in the
-// same run), the GEMV against cuBLASLt per shape, and a per-stage breakdown of eager decode
-// steps (events between the stages). Prints tables last and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// wall time: what a caller sees), one long prefill, and one serving step (decodes beside a
+// prompt chunk, as gpufrac serve mixes them). Every decode and prefill point runs once per
+// kernel variant (--variants: the fast paths against the simple kernels, as ratios in the same
+// run), the GEMV against cuBLASLt per shape, and per-stage breakdowns of eager steps (events
+// between the stages). Prints tables last and writes every number to --json. Run by
+// tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -121,6 +123,25 @@ struct Sequences {
   std::vector<std::vector<int32_t>> tokens, tables;
 };
 
+// forward() of one step, two untimed then ten timed: GPU ms (events around it) and wall ms.
+std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch) {
+  std::vector<double> gpu_ms, wall_ms;
+  EventTimer timer;
+  for (int i = 0; i < 12; ++i) {
+    StepResult result;
+    timer.start(runner.stream());
+    int64_t t0 = monotonic_ns();
+    runner.forward(batch, result);
+    double wall = ns_to_ms(monotonic_ns() - t0);
+    double gpu = timer.stop_ms(runner.stream());
+    if (i >= 2) {
+      wall_ms.push_back(wall);
+      gpu_ms.push_back(gpu);
+    }
+  }
+  return {summarize(gpu_ms), summarize(wall_ms)};
+}
+
 struct Variant {
   std::string name;
   CudaKernelChoice kernels;
@@ -167,6 +188,12 @@ int bench_main(int argc, char** argv) {
               "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
+      .option("mixed", "DECODES,TOKENS",
+              "a serving step of DECODES decoding sequences (at --context) and one prompt chunk of "
+              "TOKENS tokens at position --context / 2, timed and broken down per stage (first "
+              "variant); 31,481 is what gpufrac serve's 512-token budget of a step with decodes "
+              "gives at --max-num-seqs 32; empty: none",
+              "")
       .option("json", "FILE", "write every number here", "")
       .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
                           "--json bench.json");
@@ -183,15 +210,26 @@ int bench_main(int argc, char** argv) {
   if (variants.empty()) throw UsageError("--variants: name at least one variant");
   const std::vector<int> profile_batches = parse_int_list(args.get("profile-batches"),
                                                           "--profile-batches");
+  const std::vector<int> mixed =
+      args.get("mixed").empty() ? std::vector<int>{} : parse_int_list(args.get("mixed"), "--mixed");
+  if (!mixed.empty() && (mixed.size() != 2 || mixed[0] < 1 || mixed[1] < 1)) {
+    throw UsageError("--mixed must be DECODES,TOKENS (two positive numbers), got '" +
+                     args.get("mixed") + "'");
+  }
   if (!cuda_device_usable()) throw RuntimeFailure("no usable CUDA device (nvidia-smi -L)");
   std::optional<ModelConfig> config = find_preset(model);
   if (!config) throw UsageError("--model must be a preset name, got '" + model + "'");
   const ModelConfig& c = *config;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
+  if (!mixed.empty() && (mixed[0] > max_batch || mixed[1] > context / 2)) {
+    throw UsageError("--mixed: DECODES must be at most the largest of --batches (" +
+                     std::to_string(max_batch) + ") and TOKENS at most --context / 2");
+  }
 
   CudaRunnerOptions options;
   options.max_seqs_per_step = std::max(max_batch, 1);
-  options.max_tokens_per_step = std::max(prefill, max_batch);
+  options.max_tokens_per_step =
+      std::max({prefill, max_batch, mixed.empty() ? 0 : mixed[0] + mixed[1]});
   options.max_model_len = std::max(context, prefill) + kBlockSize;
   CudaRunner runner(DeviceWeights::generate(c, 0), options);
   cudaStream_t stream = runner.stream();
@@ -300,6 +338,16 @@ int bench_main(int argc, char** argv) {
   for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = max_batch * blocks_per_seq + b;
   StepBatch prefill_batch;
   prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
+  // The serving step: the largest batch's first DECODES sequences, then a chunk of the prompt.
+  StepBatch mixed_batch;
+  if (!mixed.empty()) {
+    const auto largest = decode_batches.begin() +
+                         (std::max_element(batches.begin(), batches.end()) - batches.begin());
+    mixed_batch.sequences.assign(largest->sequences.begin(),
+                                 largest->sequences.begin() + mixed[0]);
+    std::vector<int32_t> chunk(prompt.begin(), prompt.begin() + mixed[1]);
+    mixed_batch.sequences.push_back({chunk, context / 2, table, true, {}});
+  }
   const double linear_params = double(c.num_layers) *
                                (double(qkv) * hidden + double(hidden) * q_width +
                                 2.0 * inter * hidden + double(hidden) * inter);
@@ -317,7 +365,7 @@ int bench_main(int argc, char** argv) {
   Json prefill_variants = Json::object();
   Json profiles = Json::array();
   std::vector<std::vector<std::pair<std::string, double>>> profile_tables;
-  std::vector<std::pair<std::string, double>> prefill_stages;
+  std::vector<std::pair<std::string, double>> prefill_stages, mixed_stages;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& variant = variants[vi];
     runner.set_kernels(variant.kernels);
@@ -360,21 +408,7 @@ int bench_main(int argc, char** argv) {
         profile_tables.push_back(stages);
       }
     }
-    std::vector<double> prefill_gpu, prefill_wall;
-    EventTimer timer;
-    for (int i = 0; i < 5; ++i) {
-      StepResult result;
-      timer.start(stream);
-      int64_t t0 = monotonic_ns();
-      runner.forward(prefill_batch, result);
-      double wall = ns_to_ms(monotonic_ns() - t0);
-      double gpu = timer.stop_ms(stream);
-      if (i >= 2) {
-        prefill_wall.push_back(wall);
-        prefill_gpu.push_back(gpu);
-      }
-    }
-    Stats pg = summarize(prefill_gpu), pw = summarize(prefill_wall);
+    auto [pg, pw] = time_forward(runner, prefill_batch);
     prefill_variants[variant.name] = {{"gpu_ms", pg.median}, {"wall_ms", pw.median}};
     if (vi == 0) {
       prefill_stages = runner.profile_forward(prefill_batch);
@@ -382,9 +416,19 @@ int bench_main(int argc, char** argv) {
       for (const auto& [name, ms] : prefill_stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
       out["prefill_profile"] = {{"tokens", prefill}, {"stages", stage_json}};
       out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
+                        {"gpu_ms_p10", pg.p10}, {"gpu_ms_p90", pg.p90},
                         {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
+      if (!mixed.empty()) {
+        auto [mg, mw] = time_forward(runner, mixed_batch);
+        mixed_stages = runner.profile_forward(mixed_batch);
+        Json mixed_json = Json::array();
+        for (const auto& [name, ms] : mixed_stages) mixed_json.push_back({{"stage", name}, {"ms", ms}});
+        out["mixed_step"] = {{"decodes", mixed[0]}, {"context", context},
+                             {"chunk_tokens", mixed[1]}, {"chunk_start", context / 2},
+                             {"gpu_ms", mg.median}, {"wall_ms", mw.median}, {"stages", mixed_json}};
+      }
     }
   }
   out["decode"] = decode_rows;
@@ -428,6 +472,15 @@ int bench_main(int argc, char** argv) {
                 variants[0].name.c_str(), total);
     for (const auto& [name, ms] : prefill_stages) {
       std::printf("  %-28s %8.3f ms %5.1f%%\n", name.c_str(), ms, 100.0 * ms / total);
+    }
+  }
+  if (!mixed_stages.empty()) {
+    const Json& ms = out["mixed_step"];
+    std::printf("serving step of %d decodes + a %d-token prompt chunk: %.3f ms GPU, %.3f ms wall; "
+                "per stage, eager (%s):\n", mixed[0], mixed[1], ms["gpu_ms"].get<double>(),
+                ms["wall_ms"].get<double>(), variants[0].name.c_str());
+    for (const auto& [name, stage_ms] : mixed_stages) {
+      std::printf("  %-28s %8.3f ms\n", name.c_str(), stage_ms);
     }
   }
   std::printf("%-6s %-10s %-8s", "batch", "floor_ms", "floor%");
