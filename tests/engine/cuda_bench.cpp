@@ -340,12 +340,13 @@ int bench_main(int argc, char** argv) {
   prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
   // The serving step: the largest batch's first DECODES sequences, then a chunk of the prompt.
   StepBatch mixed_batch;
+  std::vector<int32_t> chunk;  // the chunk's tokens: the batch refers to them
   if (!mixed.empty()) {
     const auto largest = decode_batches.begin() +
                          (std::max_element(batches.begin(), batches.end()) - batches.begin());
     mixed_batch.sequences.assign(largest->sequences.begin(),
                                  largest->sequences.begin() + mixed[0]);
-    std::vector<int32_t> chunk(prompt.begin(), prompt.begin() + mixed[1]);
+    chunk.assign(prompt.begin(), prompt.begin() + mixed[1]);
     mixed_batch.sequences.push_back({chunk, context / 2, table, true, {}});
   }
   const double linear_params = double(c.num_layers) *
