@@ -212,8 +212,10 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   std::mt19937 rng(seed);
   const int seqs = int(c.seqs.size()), bs = c.block_size, d = c.head_dim;
   int rows = 0, max_context = 0, max_queries = 1, min_queries = INT_MAX, width = 1;
+  int decode_rows = 0;  // as the runner passes it: up to the last sequence of few rows
   for (const SeqSpec& s : c.seqs) {
     rows += s.queries;
+    if (s.queries < kFlashMinQueries) decode_rows = rows;
     max_context = std::max(max_context, s.start + s.queries);
     max_queries = std::max(max_queries, s.queries);
     min_queries = std::min(min_queries, s.queries);
@@ -262,6 +264,7 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   p.max_queries = max_queries;
   p.min_queries = min_queries;  // every sequence a prompt: the decode kernel is skipped
   p.rows = rows;
+  p.decode_rows = decode_rows;
   p.num_heads = c.num_heads;
   p.num_kv_heads = c.num_kv_heads;
   p.head_dim = d;
@@ -269,7 +272,7 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   p.scale = 1.0f / std::sqrt(float(d));
   p.splits = c.forced_splits > 0
                  ? c.forced_splits
-                 : attention_splits(rows, c.num_heads, c.num_kv_heads, 132, max_context);
+                 : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, 132, max_context);
   const size_t out_elements = size_t(rows) * c.num_heads * d;
   DeviceBuffer partial_out(out_elements * size_t(p.splits) * 4, "partials");
   DeviceBuffer partial_lse(size_t(rows) * c.num_heads * size_t(p.splits) * 4, "partial lse");
@@ -344,6 +347,18 @@ TEST(CudaFastPathAttention, PromptChunksMatchSimple) {
   check_attention(c, 33, "one prompt of 1024");
   c.seqs = {{0, kFlashMinQueries}, {100, 1}, {3000, 1}};  // few rows: decode rows split
   check_attention(c, 34, "a short prompt next to split decode rows");
+}
+
+// A served step: decodes first, then a prompt chunk; the decode rows split by their own count
+// (3 splits for 31 rows), not the step's 512 rows (which would leave them unsplit).
+TEST(CudaFastPathAttention, DecodesBesideAPromptChunkSplitByTheirOwnCount) {
+  AttentionCase c;
+  for (int i = 0; i < 31; ++i) c.seqs.push_back({2047 - 13 * i, 1});
+  c.seqs.push_back({1024, 481});
+  check_attention(c, 35, "31 decode rows and a 481-token chunk");
+  // A short chunk after a long one: the decode rows reach past the flash rows.
+  c.seqs = {{0, 300}, {2000, 1}, {500, 5}, {0, 64}};
+  check_attention(c, 36, "decode rows after a prompt chunk");
 }
 
 TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {

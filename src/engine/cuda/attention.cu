@@ -186,7 +186,9 @@ constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unspli
 }  // namespace
 
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
-  launch_kernel(combine_splits_kernel, dim3(p.rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
+  const int rows = flash_min_queries > 0 && p.decode_rows >= 0 ? p.decode_rows : p.rows;
+  if (rows == 0) return;
+  launch_kernel(combine_splits_kernel, dim3(rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
                 0, stream, p.overlap, p, flash_min_queries);
 }
 

@@ -21,7 +21,8 @@
 //   K/V tiles in shared memory, online softmax in registers); every other
 //   row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with 16-byte
 //   loads and computes all query heads of its KV head from them, split over the context as
-//   above.
+//   above; its grid spans rows [0, decode_rows) and the split count is planned for those rows
+//   (a served step puts its decodes first, before the prompt chunks).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,6 +49,10 @@ struct AttentionParams {
   int max_queries = 1;  // most rows of one sequence this step (host value; 1 for graph buckets)
   int min_queries = 1;  // fewest rows of one sequence this step (host value; 1 for graph buckets)
   int rows = 0;
+  // Fast kernels: rows [0, decode_rows) hold every row of a sequence with fewer than
+  // kFlashMinQueries rows (the rest are the flash kernel's prompt chunks); the decode kernel's
+  // and the split merge's grids span only these. -1: every row.
+  int decode_rows = -1;
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

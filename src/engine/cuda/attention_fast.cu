@@ -615,7 +615,9 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
     }
   }
   if (p.min_queries >= kFlashMinQueries) return;  // no decode rows: every sequence is flash's
-  launch_kernel(decode_attention_kernel<kHeadDim>, dim3(p.rows, p.num_kv_heads, p.splits),
+  const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
+  if (decode_rows == 0) return;
+  launch_kernel(decode_attention_kernel<kHeadDim>, dim3(decode_rows, p.num_kv_heads, p.splits),
                 dim3(kThreads), kShared, stream, p.overlap, p);
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }

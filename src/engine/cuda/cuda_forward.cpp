@@ -201,8 +201,15 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
                      act, stream_, overlap_);
   mark("embed + norm");
+  // The rows the decode kernel takes: with the fast kernels only those before the last short
+  // sequence (the flash kernel takes the prompt chunks), with the simple kernel every row.
+  const bool flash_takes_prompts =
+      options_.kernels.attention == AttentionKernels::kFast &&
+      fast_attention_supported(c.num_heads, c.num_kv_heads, c.head_dim, block_size_);
+  const int decode_rows =
+      flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
   const int splits =
-      attention_splits(tokens, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
+      attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
 
   GemmOutput mlp_out;  // the last down projection, still to be added (none: cuBLASLt added it)
   for (int l = 0; l < c.num_layers; ++l) {
@@ -247,6 +254,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.min_queries = shape.min_queries;
     attn.kernels = options_.kernels.attention;
     attn.rows = tokens;
+    attn.decode_rows = decode_rows;
     attn.num_heads = c.num_heads;
     attn.num_kv_heads = c.num_kv_heads;
     attn.head_dim = c.head_dim;

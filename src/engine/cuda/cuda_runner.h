@@ -143,6 +143,9 @@ class CudaRunner final : public ModelRunner {
     // Sampling extras (sampling_extras.h): never in a graph.
     bool adjusts_logits = false;
     bool wants_logprobs = false;
+    // Rows [0, decode_rows) hold every sequence of fewer than kFlashMinQueries tokens (the
+    // decode attention kernel's rows; decodes come first in a served step); -1: every row.
+    int decode_rows = -1;
   };
   // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
   // won the start-up timing (prefers_gemv), else cuBLASLt.
