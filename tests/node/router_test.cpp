@@ -1,6 +1,7 @@
 // The router against in-process upstream engines: routing by "model", 404/503/400 with OpenAI
 // bodies, streams passed through as they arrive, client disconnect closing the upstream request,
 // replica balancing, engine-name rewriting, draining, upstreams reached by host name and over IPv6.
+#include "node/engine_port.h"
 #include "node/router.h"
 
 #include <gtest/gtest.h>
@@ -149,11 +150,10 @@ TEST(Router, UnknownModelIs404NotReadyIs503BadBodyIs400) {
 }
 
 TEST(Router, AReadyReplicaThatRefusesConnectionsIs503AfterTheWait) {
-  int closed_port;
-  {
-    FakeUpstream gone;
-    closed_port = gone.port();
-  }
+  // Bound, never listening: connections are refused, and no other test's server can take the
+  // port meanwhile (a port freed at once could be handed to the next bind of port 0).
+  EnginePortReservation refusing = reserve_engine_port();
+  const int closed_port = refusing.port();
   Router router({}, {{"a", 1, false, /*restart_wait_s=*/0.3}});
   router.set_replica("a", 0, ready_at(closed_port));
   router.start();
