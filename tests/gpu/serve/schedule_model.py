@@ -4,11 +4,13 @@ from the step times measured on the H200, for several scheduler policies: a clos
 simulation of the engine's scheduler (src/engine/scheduler.cpp: decodes first, then prompt
 chunks FCFS within the step's token budget) with a cost model of each step.
 
-Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, 2026-11-29):
+Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, version 7,
+2026-12-03; raw: docs/results/raw/2026-12-03-h200/engine-v7/engine/engine-bench.json):
 - pure decode step of D sequences: the decode graph of D's bucket (measured at context 2048);
 - step with P prompt tokens and D decodes (eager, no graph): linear layers at D + P tokens
-  (cuBLAS alone, the estimate in src/engine/cuda/NOTES.md) + the decode step's non-linear part (graph - its linear layers)
-  + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 36.0 ms
+  (cuBLASLt alone: the benchmark's per-shape table times the 36 layers) + the decode step's
+  non-linear part (graph - its linear layers)
+  + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 30.8 ms
   prefill of 2048 tokens spends outside the linear layers and the eager overhead) + the eager
   launch overhead;
 - plus the engine's CPU time per step where it is not overlapped with the GPU (version 3: the
@@ -20,11 +22,11 @@ import bisect
 import statistics
 
 # Measured (engine-h200.md): decode graph GPU ms at context 2048, by batch bucket.
-DECODE_GRAPH_MS = {1: 3.252, 2: 3.573, 4: 4.067, 8: 4.019, 16: 4.692, 32: 6.590, 64: 9.654}
+DECODE_GRAPH_MS = {1: 3.098, 2: 3.209, 4: 3.473, 8: 3.871, 16: 4.457, 32: 5.768, 64: 8.404}
 BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64]
-# cuBLAS alone for all linear layers of Qwen3-4B (src/engine/cuda/NOTES.md), ms by token count.
-LINEAR_MS = [(1, 2.64), (32, 2.74), (128, 2.84), (256, 3.80), (2048, 22.7)]
-PREFILL_2048_MS = 36.01  # engine-h200.md, eager forward() of one 2048-token prompt
+# cuBLASLt alone for all linear layers of Qwen3-4B (the per-shape table x 36), ms by token count.
+LINEAR_MS = [(1, 2.37), (32, 2.37), (64, 2.49), (128, 2.71), (2048, 22.45)]
+PREFILL_2048_MS = 30.83  # engine-h200.md, forward() wall time of one 2048-token prompt
 ISL, OSL = 2048, 256
 
 
