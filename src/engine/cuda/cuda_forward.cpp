@@ -1,6 +1,6 @@
 // CudaRunner's forward pass (cuda_runner.h): the linear-kernel choices timed at start-up
-// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued on the runner's stream (what the
-// decode graphs capture), and the per-stage profile. The runner's lifecycle, memory, graphs and
+// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued
+// on the runner's stream (what the decode graphs capture), and the per-stage profile. The runner's lifecycle, memory, graphs and
 // submit/collect are in cuda_runner.cpp.
 #include <algorithm>
 #include <cmath>
@@ -60,7 +60,7 @@ void CudaRunner::tune_linear_layers() {
   for (int m = 1; m < most_tokens; m *= 2) token_counts.insert(m);
   token_counts.insert(most_tokens);
   struct Shape {
-    const char* name;
+    bool per_layer;                    // false: the lm_head
     std::vector<const bf16*> weights;  // one per layer: distinct bytes, as in a step
     int n, k;
     bool y_bf16, accumulate;  // as the forward pass runs it
@@ -68,11 +68,11 @@ void CudaRunner::tune_linear_layers() {
     int most_rows;
   };
   std::vector<Shape> shapes = {
-      {"qkv", {}, qkv, hidden, false, false, gemm_out_.data(), most_tokens},
-      {"o", {}, hidden, q_width, false, true, gemm_out_.data(), most_tokens},
-      {"gate_up", {}, 2 * inter, hidden, true, false, gemm_out_.data(), most_tokens},
-      {"down", {}, hidden, inter, false, true, gemm_out_.data(), most_tokens},
-      {"lm_head", {weights_.lm_head}, c.vocab_size, hidden, false, false, logits_.data(),
+      {true, {}, qkv, hidden, false, false, gemm_out_.data(), most_tokens},
+      {true, {}, hidden, q_width, false, true, gemm_out_.data(), most_tokens},
+      {true, {}, 2 * inter, hidden, true, false, gemm_out_.data(), most_tokens},
+      {true, {}, hidden, inter, false, true, gemm_out_.data(), most_tokens},
+      {false, {weights_.lm_head}, c.vocab_size, hidden, false, false, logits_.data(),
        most_samples}};
   for (const DeviceLayerWeights& l : weights_.layers) {
     shapes[0].weights.push_back(l.qkv_proj);
@@ -82,7 +82,7 @@ void CudaRunner::tune_linear_layers() {
   }
   const int64_t began = monotonic_ns();
   int tuned = 0, changed = 0;
-  double first_ms = 0, best_ms = 0;  // summed over the shapes at the largest step, per layer
+  double first_ms = 0, best_ms = 0;  // one layer's four shapes at the largest step
   for (const Shape& s : shapes) {
     for (int m : token_counts) {
       if (m > s.most_rows) continue;
@@ -90,7 +90,7 @@ void CudaRunner::tune_linear_layers() {
           gemm_->tune(x, s.weights, s.out, s.y_bf16, m, s.n, s.k, s.accumulate, stream_);
       tuned++;
       if (t.chosen != 0) changed++;
-      if (m == most_tokens) first_ms += t.first_ms, best_ms += t.best_ms;
+      if (s.per_layer && m == most_tokens) first_ms += t.first_ms, best_ms += t.best_ms;
     }
   }
   log_info("cuda runner: cuBLASLt's candidate algorithms timed for ", tuned, " shapes in ",
