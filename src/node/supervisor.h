@@ -6,15 +6,16 @@
 // node starts all of its models or none.
 //
 // Afterwards a monitor thread keeps them up: an instance that exits is restarted (on a freshly
-// drawn port, when it has plan_on_port) with exponential backoff (0.5 s doubling to 30 s; back to 0.5 s after 30 s of good health). One that keeps
-// failing — `failure_limit` exits (or startup timeouts) of its own in a row, without 30 s of good
-// health in between — is marked failed and left down (its requests get a clear 503); the others
-// keep serving. Being stopped with a fault group (below) is not a failure of its own. Instances in
-// one fault group (the MPS clients of one GPU) share fate: a fatal GPU error reaches every client
-// of that GPU, and the MPS server takes no new client until all of them have exited, so when one of
-// them dies of anything but an outside kill signal (SIGKILL, SIGTERM, SIGINT), or restart_group()
-// is called (an Xid reported by NVML), all of them are stopped and restarted together. If a
-// restarted instance fails verification, the fatal callback runs (the node goes down).
+// drawn port, when it has plan_on_port) with exponential backoff (0.5 s doubling to 30 s; back to
+// 0.5 s after 30 s of good health). One that keeps failing — `failure_limit` exits (or startup
+// timeouts) of its own in a row, without 30 s of good health in between — is marked failed and left
+// down (its requests get a clear 503); the others keep serving. Being stopped with a fault group
+// (below) is not a failure of its own. Instances in one fault group (the MPS clients of one GPU)
+// share fate: a fatal GPU error reaches every client of that GPU, and the MPS server takes no new
+// client until all of them have exited, so when one of them dies of anything but an outside kill
+// signal (SIGKILL, SIGTERM, SIGINT), or restart_group() is called (an Xid reported by NVML), all of
+// them are stopped and restarted together. If a restarted instance fails verification, the fatal
+// callback runs (the node goes down).
 //
 // Every state change is published through the change callback (router readiness, state file),
 // called from the thread that made the change. Thread-safe: snapshot() and restart_group() may be

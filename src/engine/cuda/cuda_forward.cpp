@@ -1,7 +1,7 @@
 // CudaRunner's forward pass (cuda_runner.h): the linear-kernel choices timed at start-up
-// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued
-// on the runner's stream (what the decode graphs capture), and the per-stage profile. The runner's lifecycle, memory, graphs and
-// submit/collect are in cuda_runner.cpp.
+// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued on
+// the runner's stream (what the decode graphs capture), and the per-stage profile. The runner's
+// lifecycle, memory, graphs and submit/collect are in cuda_runner.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
