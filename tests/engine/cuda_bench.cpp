@@ -123,6 +123,13 @@ struct Sequences {
   std::vector<std::vector<int32_t>> tokens, tables;
 };
 
+// A per-stage profile (CudaRunner::profile_forward) as [{"stage", "ms"}].
+Json stages_json(const std::vector<std::pair<std::string, double>>& stages) {
+  Json rows = Json::array();
+  for (const auto& [name, ms] : stages) rows.push_back({{"stage", name}, {"ms", ms}});
+  return rows;
+}
+
 // forward() of one step, two untimed then ten timed: GPU ms (events around it) and wall ms.
 std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch) {
   std::vector<double> gpu_ms, wall_ms;
@@ -403,9 +410,8 @@ int bench_main(int argc, char** argv) {
                          profile_batches.end()) {
         runner.profile_forward(decode_batches[bi]);  // warm-up
         auto stages = runner.profile_forward(decode_batches[bi]);
-        Json stage_json = Json::array();
-        for (const auto& [name, ms] : stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
-        profiles.push_back({{"batch", batches[bi]}, {"context", context}, {"stages", stage_json}});
+        profiles.push_back(
+            {{"batch", batches[bi]}, {"context", context}, {"stages", stages_json(stages)}});
         profile_tables.push_back(stages);
       }
     }
@@ -413,9 +419,7 @@ int bench_main(int argc, char** argv) {
     prefill_variants[variant.name] = {{"gpu_ms", pg.median}, {"wall_ms", pw.median}};
     if (vi == 0) {
       prefill_stages = runner.profile_forward(prefill_batch);
-      Json stage_json = Json::array();
-      for (const auto& [name, ms] : prefill_stages) stage_json.push_back({{"stage", name}, {"ms", ms}});
-      out["prefill_profile"] = {{"tokens", prefill}, {"stages", stage_json}};
+      out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
       out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
                         {"gpu_ms_p10", pg.p10}, {"gpu_ms_p90", pg.p90},
                         {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
@@ -424,11 +428,10 @@ int bench_main(int argc, char** argv) {
       if (!mixed.empty()) {
         auto [mg, mw] = time_forward(runner, mixed_batch);
         mixed_stages = runner.profile_forward(mixed_batch);
-        Json mixed_json = Json::array();
-        for (const auto& [name, ms] : mixed_stages) mixed_json.push_back({{"stage", name}, {"ms", ms}});
         out["mixed_step"] = {{"decodes", mixed[0]}, {"context", context},
                              {"chunk_tokens", mixed[1]}, {"chunk_start", context / 2},
-                             {"gpu_ms", mg.median}, {"wall_ms", mw.median}, {"stages", mixed_json}};
+                             {"gpu_ms", mg.median}, {"wall_ms", mw.median},
+                             {"stages", stages_json(mixed_stages)}};
       }
     }
   }

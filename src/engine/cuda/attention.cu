@@ -221,14 +221,19 @@ int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, 
   return most;
 }
 
+bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_heads, int head_dim,
+                         int block_size) {
+  return kernels == AttentionKernels::kFast &&
+         fast_attention_supported(num_heads, num_kv_heads, head_dim, block_size);
+}
+
 void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   if (p.num_heads % p.num_kv_heads != 0) {
     throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__,
                        "num_heads must be a multiple of num_kv_heads");
   }
-  if (p.kernels == AttentionKernels::kFast &&
-      fast_attention_supported(p.num_heads, p.num_kv_heads, p.head_dim, p.block_size)) {
+  if (runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size)) {
     launch_fast_attention(p, stream);
     return;
   }

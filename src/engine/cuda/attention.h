@@ -73,6 +73,10 @@ constexpr int kFlashMinQueries = 16;
 // True when kFast has kernels for this shape and a power-of-two block size (otherwise
 // launch_paged_attention uses kSimple).
 bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim, int block_size);
+// Whether launch_paged_attention runs the kFast kernels for this choice and shape (the flash
+// kernel then takes the prompt chunks, and the decode kernel only the decode_rows).
+bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_heads, int head_dim,
+                         int block_size);
 
 // How many context splits to run `rows` query rows in on `sm_count` SMs: the count whose grid,
 // in waves of kDecodeBlocksPerSm blocks per SM, finishes first when each block costs its 64-key

@@ -30,6 +30,14 @@ GemmOutput fp32_output(const DeviceBuffer& buffer) {
   return {buffer.data(), false, 1, 0};
 }
 
+// The start-up timings' input: `rows` x `width` activations (nothing is live then: the buffer
+// serves as scratch), every bf16 0x3c3c (~0.0115): not zeros, which can run faster than real data.
+bf16* timing_input(DeviceBuffer& activations, int rows, int width, cudaStream_t stream) {
+  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(activations.data(), 0x3c, uint64_t(rows) * uint64_t(width) * 2,
+                                     stream));
+  return activations.as<bf16>();
+}
+
 std::string one_decimal(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f", value);
@@ -50,10 +58,7 @@ void CudaRunner::tune_linear_layers() {
   const int qkv = q_width + 2 * c.kv_width();
   const int most_tokens = options_.max_tokens_per_step;
   const int most_samples = std::min(most_tokens, options_.max_seqs_per_step);
-  bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
-  // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
-      x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
+  bf16* x = timing_input(activations_, most_tokens, std::max({hidden, q_width, inter}), stream_);
   // The decode batch sizes (the graphs' buckets), powers of two and the largest step: token
   // counts in between take the nearest one's choice (gemm.h).
   std::set<int> token_counts(buckets_.begin(), buckets_.end());
@@ -106,11 +111,8 @@ void CudaRunner::time_linear_kernels() {
   const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int qkv = q_width + 2 * c.kv_width();
   const int most_tokens = std::min(options_.kernels.gemv_max_tokens, options_.max_tokens_per_step);
-  bf16* x = activations_.as<bf16>();  // nothing is live here: the buffers serve as scratch
+  bf16* x = timing_input(activations_, most_tokens, std::max({hidden, q_width, inter}), stream_);
   bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-  // Not zeros (which can run faster than real data): every bf16 of x is 0x3c3c (~0.0115).
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(
-      x, 0x3c, uint64_t(most_tokens) * uint64_t(std::max({hidden, q_width, inter})) * 2, stream_));
   // Call i takes layer i's weights (distinct bytes, as in a step).
   const int layers = int(weights_.layers.size());
   auto time_ms = [&](const std::function<void(int)>& call) {
@@ -203,9 +205,8 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   mark("embed + norm");
   // The rows the decode kernel takes: with the fast kernels only those before the last short
   // sequence (the flash kernel takes the prompt chunks), with the simple kernel every row.
-  const bool flash_takes_prompts =
-      options_.kernels.attention == AttentionKernels::kFast &&
-      fast_attention_supported(c.num_heads, c.num_kv_heads, c.head_dim, block_size_);
+  const bool flash_takes_prompts = runs_fast_attention(options_.kernels.attention, c.num_heads,
+                                                       c.num_kv_heads, c.head_dim, block_size_);
   const int decode_rows =
       flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
   const int splits =
