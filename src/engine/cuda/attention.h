@@ -17,12 +17,14 @@
 // - kFast (head_dim 64 or 128, up to 8 query heads per KV head, a power-of-two block size; other
 //   shapes use kSimple): sequences with at least kFlashMinQueries query rows this step (prompt
 //   chunks) go to a flash-attention kernel on the tensor cores (mma.sync m16n8k16 bf16, 64 query
-//   rows x two query heads of one KV head per block, one head where the group is odd; 64-key
-//   K/V tiles in shared memory, online softmax in registers); every other
-//   row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with 16-byte
-//   loads and computes all query heads of its KV head from them, split over the context as
-//   above; its grid spans rows [0, decode_rows) and the split count is planned for those rows
-//   (a served step puts its decodes first, before the prompt chunks).
+//   rows x two query heads of one KV head per block; one head where the group is odd or where
+//   the pairs' blocks would not fill the sm_count SMs; 64-key K/V tiles in shared memory, online
+//   softmax in registers); every other row (decode) goes to a kernel that stages 64-key K/V
+//   tiles in shared memory with 16-byte loads and computes all query heads of its KV head from
+//   them, split over the context as above; its grid spans rows [0, decode_rows) and the split
+//   count is planned for those rows (a served step puts its decodes first, before the prompt
+//   chunks). With overlapped launches the decode kernel runs beside the flash kernel of its step
+//   instead of after it (attention_fast.cu says why that is safe).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -63,6 +65,8 @@ struct AttentionParams {
   float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
+  int sm_count = 0;  // SMs this process may use (the flash kernel's block shape); 0: unknown
+
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
   // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
   bool overlap = false;

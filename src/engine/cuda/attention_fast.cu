@@ -433,10 +433,18 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 // n-tiles), an online softmax of its own (running max and sum per head), O += P V (one k-step,
 // ldmatrix.trans for V). The four warps' (max, sum, O) are merged through shared memory at the
 // end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
+//
+// beside_flash: launched right after the flash kernel of the same step, the blocks start without
+// waiting for it, so decode rows stream their K/V while the prompt chunks compute. This bends
+// kernel_launch.cuh's contract on purpose: what they read before waiting (q, K/V) was written by
+// launch_qkv_rope_kv, which had completed before any flash block passed its wait, and no block
+// of this grid starts before every flash block has; the flash kernel writes only its own output
+// rows, which nothing here reads. Every block waits for the flash kernel before it exits, so this
+// grid still completes after it and the kernels after attention see both.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
-    decode_attention_kernel(AttentionParams p) {
-  wait_for_previous_grid();
+    decode_attention_kernel(AttentionParams p, bool beside_flash) {
+  if (!beside_flash) wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
@@ -451,7 +459,10 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
 
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
-  if (p.max_queries >= kFlashMinQueries && row_is_flash(p, seq, kFlashMinQueries)) return;
+  if (p.max_queries >= kFlashMinQueries && row_is_flash(p, seq, kFlashMinQueries)) {
+    if (beside_flash) wait_for_previous_grid();
+    return;
+  }
   const int group = p.num_heads / p.num_kv_heads;
   const int first_head = kv_head * group;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -586,6 +597,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
       }
     }
   }
+  if (beside_flash) wait_for_previous_grid();
 }
 
 template <int kHeadDim, int kHeads>
@@ -606,19 +618,24 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   static const cudaError_t raised = cudaFuncSetAttribute(
       decode_attention_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
   GPUFRAC_CUDA_CHECK(raised);
+  const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
   if (flash) {
-    // Two heads per warp where the heads of a KV head pair up.
-    if ((p.num_heads / p.num_kv_heads) % 2 == 0) {
+    // Two heads per warp where the heads of a KV head pair up, unless the pairs' blocks would
+    // leave SMs idle that blocks of one head fill (a served step's one short prompt chunk).
+    const int prompt_rows = p.rows - (p.decode_rows >= 0 ? p.decode_rows : 0);
+    const int prompt_tiles = (prompt_rows + kFlashRows - 1) / kFlashRows;
+    const bool pairs_fill = p.sm_count <= 0 || int64_t(prompt_tiles) * (p.num_heads / 2) >=
+                                                   int64_t(flash_blocks_per_sm<2>()) * p.sm_count;
+    if ((p.num_heads / p.num_kv_heads) % 2 == 0 && pairs_fill) {
       launch_flash<kHeadDim, 2>(p, stream);
     } else {
       launch_flash<kHeadDim, 1>(p, stream);
     }
   }
   if (p.min_queries >= kFlashMinQueries) return;  // no decode rows: every sequence is flash's
-  const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
   if (decode_rows == 0) return;
   launch_kernel(decode_attention_kernel<kHeadDim>, dim3(decode_rows, p.num_kv_heads, p.splits),
-                dim3(kThreads), kShared, stream, p.overlap, p);
+                dim3(kThreads), kShared, stream, p.overlap, p, flash);
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }
 

@@ -266,6 +266,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
     attn.out = act;
     attn.overlap = overlap_;
+    attn.sm_count = sm_count_;
     launch_paged_attention(attn, stream_);
     mark("attention");
 

@@ -6,7 +6,8 @@
 // Contract of a kernel launched with `overlap`:
 // - it may start while the previous kernel on the stream still runs; before
 //   wait_for_previous_grid() it reads only memory no kernel of the step writes (weights) and
-//   writes nothing;
+//   writes nothing (one kernel bends this, with the reasons written beside it: the decode
+//   attention kernel that runs beside the flash kernel, attention_fast.cu);
 // - wait_for_previous_grid() returns once the previous kernel has completed and its writes are
 //   visible (and, since that kernel waited likewise, every earlier one);
 // - allow_next_grid_launch() (after the wait) lets the next overlapping kernel's blocks be
