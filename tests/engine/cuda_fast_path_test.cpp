@@ -114,6 +114,7 @@ TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
   check_gemv(1003, 2560, 4);  // features not a multiple of the block's warps
   check_gemv(37, 24, 5);      // fewer 16-byte chunks than lanes
   check_gemv(130, 776, 6);    // chunks not a multiple of the unrolled stride
+  check_gemv(2558, 1000, 9);  // five rows per block at m = 1 on 132 SMs, the last block short
 }
 
 // The fused gate|up GEMV (launch_gemv_silu_mul) against cuBLASLt's fp32 gate|up product with

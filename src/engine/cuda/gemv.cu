@@ -9,7 +9,7 @@ namespace gpufrac::engine {
 namespace {
 
 constexpr int kThreads = 128;  // per block; all of them split the k dimension
-constexpr int kRows = 4;       // weight rows per block
+
 constexpr int kUnroll = 4;     // 16-byte loads in flight per weight row per thread
 
 // Streaming 16-byte load: read-only, not allocated in L1 (each weight is read once per step).
@@ -34,15 +34,16 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
-// One block per kRows weight rows. Plain (kSilu false): rows f0..f0+3 give outputs f0..f0+3 of
-// n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
+// One block per kRows weight rows. Plain (kSilu false): rows f0..f0+kRows-1 give those outputs
+// of n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
 // outputs silu(gate) * up for f0, f0+1 (bf16). Thread t dots chunks t, t + 128, ... of each row
 // with the same chunks of every x row (loaded once for all rows), kRows x kUnroll weight loads
 // in flight; warps are summed through shared memory. The first batch of weight loads is issued
 // before waiting for the previous kernel (kernel_launch.cuh), which wrote x.
-template <int kM, bool kSilu>
+template <int kM, bool kSilu, int kRows>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf16* w, void* y,
                                                         bool y_bf16, int n, int k) {
+  static_assert(!kSilu || kRows % 2 == 0, "gate and up rows pair up");
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
   __shared__ float partial[kThreads / 32][kRows][kM];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -127,12 +128,51 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
   }
 }
 
+template <int kM, bool kSilu, int kRows>
+void launch_rows(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
+                 cudaStream_t stream, bool overlap) {
+  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
+  launch_kernel(gemv_kernel<kM, kSilu, kRows>, dim3((n + kOutputs - 1) / kOutputs),
+                dim3(kThreads), 0, stream, overlap, x, w, y, y_bf16, n, k);
+}
+
+// Blocks of gemv_kernel<kM, kSilu, kRows> resident at once per SM.
+template <int kM, bool kSilu, int kRows>
+int blocks_per_sm() {
+  static const int blocks = [] {
+    int per_sm = 0;
+    GPUFRAC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, gemv_kernel<kM, kSilu, kRows>, kThreads, 0));
+    return per_sm;
+  }();
+  return blocks;
+}
+
+// The share of its last wave of resident blocks a grid of `blocks` fills (1: whole waves).
+double last_wave_fill(int64_t blocks, int64_t resident) {
+  const int64_t waves = (blocks + resident - 1) / resident;
+  return double(blocks) / double(waves * resident);
+}
+
+// Four rows per block, or five where four leave the last wave of resident blocks much emptier
+// (n = 2560 on 132 SMs: 640 blocks of four rows are 1.2 waves of 528; 512 of five are one wave).
+// Only one token: with more, five rows need more registers and fewer blocks fit. The fused SiLU
+// form keeps four (gate and up rows pair up).
 template <int kM, bool kSilu>
 void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
               cudaStream_t stream, bool overlap) {
-  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
-  launch_kernel(gemv_kernel<kM, kSilu>, dim3((n + kOutputs - 1) / kOutputs), dim3(kThreads), 0,
-                stream, overlap, x, w, y, y_bf16, n, k);
+  if constexpr (kM == 1 && !kSilu) {
+    int device = 0, sms = 0;
+    GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const double fill4 = last_wave_fill((n + 3) / 4, int64_t(blocks_per_sm<kM, false, 4>()) * sms);
+    const double fill5 = last_wave_fill((n + 4) / 5, int64_t(blocks_per_sm<kM, false, 5>()) * sms);
+    if (fill5 > fill4 + 0.1) {
+      launch_rows<kM, false, 5>(x, w, y, y_bf16, n, k, stream, overlap);
+      return;
+    }
+  }
+  launch_rows<kM, kSilu, 4>(x, w, y, y_bf16, n, k, stream, overlap);
 }
 
 template <bool kSilu>

@@ -1,11 +1,12 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32. One block of 128 threads per 4 weight rows: every thread streams a share of the 4 rows'
-// 16-byte chunks (16 loads in flight per thread, not kept in L1) and dots them with the same
-// chunks of all m rows of x (read once through the L1 cache for the 4 rows); the warps are summed
-// in shared memory. The weights cross the memory bus exactly once per step. cuBLASLt (gemm.h)
-// reaches ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to the copy
-// bandwidth.
+// fp32. One block of 128 threads per 4 weight rows (5 for one token where that fills the last
+// wave of resident blocks better: n = 2560 on 132 SMs): every thread streams a share of the
+// rows' 16-byte chunks (4 loads in flight per row and thread, not kept in L1) and dots them with
+// the same chunks of all m rows of x (read once through the L1 cache for all the rows); the warps
+// are summed in shared memory. The weights cross the memory bus exactly once per step. cuBLASLt
+// (gemm.h) reaches ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to
+// the copy bandwidth.
 //
 // Requirements (checked): k a multiple of 8; x, W and y 16-byte aligned. Asynchronous on
 // `stream`, legal inside CUDA graph capture. With `overlap` the kernel is launched to overlap
