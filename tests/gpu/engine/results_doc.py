@@ -217,12 +217,23 @@ def main():
               " | ".join(f"{r['variants'][n]['graph_gpu_ms']:.3f}" for n in names) + " |")
         w(f"| prefill {p['tokens']} | " +
           " | ".join(f"{p['variants'][n]['gpu_ms']:.2f}" for n in names) + " |")
+        mixed = b.get("mixed_step", {})
+        if all(n in mixed.get("variants", {}) for n in names):
+            w(f"| serving step: {mixed['decodes']} decodes + a {mixed['chunk_tokens']}-token "
+              "chunk | " + " | ".join(f"{mixed['variants'][n]['gpu_ms']:.2f}" for n in names) + " |")
 
     profiles = [(f"eager decode step, batch {q['batch']}, context {q['context']}", q["stages"])
                 for q in b.get("decode_profiles", [])]
     if "prefill_profile" in b:
         profiles.append((f"eager prefill of {b['prefill_profile']['tokens']} tokens",
                          b["prefill_profile"]["stages"]))
+    if "mixed_step" in b:
+        m = b["mixed_step"]
+        profiles.append((f"eager serving step: {m['decodes']} decodes at context {m['context']} "
+                         f"+ a {m['chunk_tokens']}-token prompt chunk from position "
+                         f"{m['chunk_start']} (no graph, as served; timed without the events: "
+                         f"{m['gpu_ms']:.2f} ms GPU)",
+                         m["stages"]))
     if profiles:
         w("\n## Where the time goes: per-stage profiles (fast kernels)\n")
         w("One eager step with an event after every stage (GPU ms summed over the layers); eager "
