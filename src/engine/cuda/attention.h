@@ -66,7 +66,6 @@ struct AttentionParams {
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
   int sm_count = 0;  // SMs this process may use (the flash kernel's block shape); 0: unknown
-
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
   // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
   bool overlap = false;

@@ -9,7 +9,6 @@ namespace gpufrac::engine {
 namespace {
 
 constexpr int kThreads = 128;  // per block; all of them split the k dimension
-
 constexpr int kUnroll = 4;     // 16-byte loads in flight per weight row per thread
 
 // Streaming 16-byte load: read-only, not allocated in L1 (each weight is read once per step).
