@@ -55,6 +55,9 @@ struct AttentionParams {
   // kFlashMinQueries rows (the rest are the flash kernel's prompt chunks); the decode kernel's
   // and the split merge's grids span only these. -1: every row.
   int decode_rows = -1;
+  // Sequences [0, first_flash_seq) have fewer than kFlashMinQueries rows (a served step's
+  // decodes): the flash kernel's grid starts at this one.
+  int first_flash_seq = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   extern __shared__ __align__(16) bf16 tiles[];
   __shared__ int s_kv_end;
 
-  const int seq = blockIdx.x;
+  const int seq = p.first_flash_seq + int(blockIdx.x);
   const int q_begin = p.seq_query_start[seq];
   const int q_count = p.seq_query_start[seq + 1] - q_begin;
   // The last query tiles (the longest causal ranges) are launched first.
@@ -606,7 +606,9 @@ void launch_flash(const AttentionParams& p, cudaStream_t stream) {
   static const cudaError_t raised = cudaFuncSetAttribute(
       flash_prefill_kernel<kHeadDim, kHeads>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
   GPUFRAC_CUDA_CHECK(raised);
-  dim3 grid(p.num_seqs, p.num_heads / kHeads, (p.max_queries + kFlashRows - 1) / kFlashRows);
+  // Sequences before first_flash_seq are decodes: no block of the grid is spent on them.
+  dim3 grid(p.num_seqs - p.first_flash_seq, p.num_heads / kHeads,
+            (p.max_queries + kFlashRows - 1) / kFlashRows);
   launch_kernel(flash_prefill_kernel<kHeadDim, kHeads>, grid, dim3(kThreads), kShared, stream,
                 p.overlap, p);
 }

@@ -256,6 +256,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.kernels = options_.kernels.attention;
     attn.rows = tokens;
     attn.decode_rows = decode_rows;
+    attn.first_flash_seq = flash_takes_prompts ? shape.first_flash_seq : 0;
     attn.num_heads = c.num_heads;
     attn.num_kv_heads = c.num_kv_heads;
     attn.head_dim = c.head_dim;

@@ -146,6 +146,8 @@ class CudaRunner final : public ModelRunner {
     // Rows [0, decode_rows) hold every sequence of fewer than kFlashMinQueries tokens (the
     // decode attention kernel's rows; decodes come first in a served step); -1: every row.
     int decode_rows = -1;
+    // Sequences before the first of at least kFlashMinQueries tokens (AttentionParams).
+    int first_flash_seq = 0;
   };
   // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
   // won the start-up timing (prefers_gemv), else cuBLASLt.
