@@ -57,9 +57,7 @@ namespace gpufrac::engine {
 // the simple ones everywhere, so a broken fast kernel cannot block a run.
 struct CudaKernelChoice {
   AttentionKernels attention = AttentionKernels::kFast;
-  // Linear layers with at most this many tokens (up to kGemvMaxTokens) run the GEMV where it beat
-  // cuBLASLt in the start-up timing; 0: never.
-  int gemv_max_tokens = 32;
+  int gemv_max_tokens = 4;  // linear layers with at most this many tokens use the GEMV; 0: never
   // The layer kernels start while their predecessor finishes (programmatic dependent launch;
   // used on sm_90 and later where the driver accepts it, else ignored).
   bool overlap_launches = true;

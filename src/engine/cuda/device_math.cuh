@@ -1,6 +1,5 @@
-// Device-side helpers shared by the kernels: bf16 <-> fp32 vector conversions, the bf16
-// tensor-core MMA and cp.async groups, warp and block reductions, and the "GEMM output" reader
-// that lets a consumer kernel sum split-K partials.
+// Device-side helpers shared by the kernels: bf16 <-> fp32 vector conversions, warp and block
+// reductions, and the "GEMM output" reader that lets a consumer kernel sum split-K partials.
 // Header-only, included by .cu files only.
 #pragma once
 
@@ -13,30 +12,6 @@
 #include "engine/cuda/cuda_types.h"
 
 namespace gpufrac::engine {
-
-// d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators
-// (sm_80+). Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a[0], a[2]: row g, columns
-// 2 t4, 2 t4 + 1 and those + 8; a[1], a[3]: the same of row g + 8; b0, b1: rows (k) 2 t4, 2 t4 + 1
-// and those + 8 of column g; d: row g (d[0], d[1]) and g + 8 (d[2], d[3]), columns 2 t4, 2 t4 + 1.
-__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Closes this thread's group of cp.async copies issued since the last commit (sm_80+).
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 __device__ __forceinline__ float warp_sum(float value) {
 #pragma unroll

@@ -1,15 +1,12 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32. Up to 4 tokens on the CUDA cores: one block of 128 threads per 4 weight rows (5 for one
-// token where that fills the last wave of resident blocks better: n = 2560 on 132 SMs): every
-// thread streams a share of the rows' 16-byte chunks (4 loads in flight per row and thread, not
-// kept in L1) and dots them with the same chunks of all m rows of x (read once through the L1
-// cache for all the rows). From 5 tokens on the tensor cores (mma.sync m16n8k16): one block per
-// 16 weight rows streamed through a ring of 4 shared-memory tiles (cp.async, 512 bytes per row),
-// x in column tiles of 8 tokens through L1. Either way the warps are summed in shared memory and the weights cross the memory
-// bus exactly once per step. cuBLASLt (gemm.h) reaches ~3.0 of the ~4.3 TB/s at these shapes;
-// these kernels are meant to get close to the copy bandwidth. The runner times both against
-// cuBLASLt per shape and token count at start-up and keeps the faster.
+// fp32. One block of 128 threads per 4 weight rows (5 for one token where that fills the last
+// wave of resident blocks better: n = 2560 on 132 SMs): every thread streams a share of the
+// rows' 16-byte chunks (4 loads in flight per row and thread, not kept in L1) and dots them with
+// the same chunks of all m rows of x (read once through the L1 cache for all the rows); the warps
+// are summed in shared memory. The weights cross the memory bus exactly once per step. cuBLASLt
+// (gemm.h) reaches ~3.0 of the ~4.3 TB/s at these shapes; this kernel is meant to get close to
+// the copy bandwidth.
 //
 // Requirements (checked): k a multiple of 8; x, W and y 16-byte aligned. Asynchronous on
 // `stream`, legal inside CUDA graph capture. With `overlap` the kernel is launched to overlap
@@ -23,7 +20,7 @@
 
 namespace gpufrac::engine {
 
-constexpr int kGemvMaxTokens = 32;
+constexpr int kGemvMaxTokens = 8;
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
                  cudaStream_t stream, bool overlap = false);
