@@ -1,10 +1,12 @@
 #include "node/gpus.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "common/strings.h"
@@ -13,9 +15,22 @@
 namespace gpufrac {
 namespace {
 
+// A /proc file of a process that may exit while it is read: a failed open or read (ESRCH once
+// the process is gone) ends the text, an empty one if nothing was read; never throws (a
+// std::ifstream read error throws from inside libstdc++'s filebuf).
 std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buffer, size_t(got));
+  }
+  ::close(fd);
+  return text;
 }
 
 std::string process_name(uint32_t pid) {
