@@ -214,13 +214,12 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   const int seqs = int(c.seqs.size()), bs = c.block_size, d = c.head_dim;
   int rows = 0, max_context = 0, max_queries = 1, min_queries = INT_MAX, width = 1;
   int decode_rows = 0;  // as the runner passes it: up to the last sequence of few rows
-  int short_seqs = 0;   // as the runner passes it: those before the first of many rows
-  bool long_seen = false;
+  // As the runner passes it: the sequences before the first of many rows.
+  auto is_long = [](const SeqSpec& s) { return s.queries >= kFlashMinQueries; };
+  const int short_seqs = int(std::find_if(c.seqs.begin(), c.seqs.end(), is_long) - c.seqs.begin());
   for (const SeqSpec& s : c.seqs) {
     rows += s.queries;
     if (s.queries < kFlashMinQueries) decode_rows = rows;
-    long_seen = long_seen || s.queries >= kFlashMinQueries;
-    if (!long_seen) ++short_seqs;
     max_context = std::max(max_context, s.start + s.queries);
     max_queries = std::max(max_queries, s.queries);
     min_queries = std::min(min_queries, s.queries);

@@ -353,23 +353,22 @@ void CudaRunner::submit(const StepBatch& batch) {
   } else {
     // A padded decode step without graphs splits attention exactly as its graph would.
     int max_queries = 1, min_queries = bucket > 0 || batch.sequences.empty() ? 1 : INT_MAX;
-    int rows = 0, decode_rows = 0, short_seqs = 0;
-    bool long_seen = false;
+    int rows = 0, decode_rows = 0;
     for (const SequenceWork& s : batch.sequences) {
       const int queries = int(s.tokens.size());
       max_queries = std::max(max_queries, queries);
       min_queries = std::min(min_queries, queries);
       rows += queries;
       if (queries < kFlashMinQueries) decode_rows = rows;
-      long_seen = long_seen || queries >= kFlashMinQueries;
-      if (!long_seen) ++short_seqs;
     }
     StepShape shape{packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context,
                     packed.num_seqs, max_queries, min_queries, packed.adjusts_logits,
                     packed.wants_logprobs};
     if (bucket == 0) {  // padded buckets: every row decodes
       shape.decode_rows = decode_rows;
-      shape.first_flash_seq = short_seqs;
+      const auto& seqs = batch.sequences;
+      auto is_long = [](const SequenceWork& s) { return s.tokens.size() >= kFlashMinQueries; };
+      shape.first_flash_seq = int(std::find_if(seqs.begin(), seqs.end(), is_long) - seqs.begin());
     }
     enqueue_step(shape, packed.arrays);
   }
