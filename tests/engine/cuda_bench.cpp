@@ -93,7 +93,7 @@ double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& w
                            cudaStream_t stream, int repeats, bool gemv = false) {
   auto run = [&](const bf16* w) {
     if (gemv) {
-      launch_gemv(x, w, y, y_bf16, m, n, k, stream);
+      launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, stream);
     } else {
       gemm.run(x, w, y, y_bf16, m, n, k, stream);
     }

@@ -2,7 +2,8 @@
 // on fresh random inputs with every output poisoned first (NaN bytes), so an unwritten or
 // mis-indexed element fails:
 // - the weight-streaming GEMV (gemv.h) against cuBLASLt, every token count 1..8, bf16 and fp32
-//   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise; a
+//   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise; an
+//   RMSNorm handed from one GEMV to the next (GemvNorm) against launch_rmsnorm and cuBLASLt; a
 //   chain of GEMVs launched overlapped (kernel_launch.cuh) against the same chain launched plainly;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
@@ -26,6 +27,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
+#include "engine/cuda/layer_kernels.h"
 #include "engine/model/tensor.h"
 
 namespace gpufrac::engine {
@@ -82,7 +84,8 @@ void check_gemv(int n, int k, uint32_t seed) {
       const size_t count = size_t(m) * n;
       GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, size_t(kGemvMaxTokens) * n * 4));  // NaN
       gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), y_bf16, m, n, k, nullptr);
-      launch_gemv(dx.as<bf16>(), dw.as<bf16>(), y.data(), y_bf16, m, n, k, nullptr);
+      launch_gemv(dx.as<bf16>(), dw.as<bf16>(), y.data(), y_bf16 ? GemvStore::bf16 : GemvStore::fp32,
+                  m, n, k, nullptr);
       GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<float> got, want;
       if (y_bf16) {
@@ -154,6 +157,99 @@ TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
   check_gemv_silu_mul(1001, 776, 8);   // odd features and chunks
 }
 
+std::vector<float> random_floats(size_t count, std::mt19937& rng, float stddev) {
+  std::normal_distribution<float> normal(0, stddev);
+  std::vector<float> out(count);
+  for (float& v : out) v = normal(rng);
+  return out;
+}
+
+// An RMSNorm carried between two GEMVs (GemvNorm), as a decode layer runs it: the first adds
+// x1 W1^T into residual rows r and leaves the norm; the second multiplies RMSNorm(r) by W2 (plain
+// and fused SiLU forms). Against cuBLASLt accumulating into r, launch_rmsnorm and cuBLASLt
+// again, for every token count; the residual must match too, and the second GEMV's result is
+// the same bits when run twice (the sums are taken in a fixed order).
+void check_gemv_norm_handoff(int hidden, int k1, int n2, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CublasLtGemm gemm;
+  auto upload_floats = [](const std::vector<float>& v) { return upload(v.data(), v.size() * 4); };
+  std::vector<uint16_t> w1 = random_bf16(size_t(hidden) * k1, rng, 0.05f);
+  std::vector<uint16_t> w2 = random_bf16(size_t(2 * n2) * hidden, rng, 0.05f);
+  std::vector<uint16_t> x1 = random_bf16(size_t(kGemvMaxTokens) * k1, rng, 1.0f);
+  const std::vector<float> r0 = random_floats(size_t(kGemvMaxTokens) * hidden, rng, 2.0f);
+  const std::vector<float> g = random_floats(size_t(hidden), rng, 0.5f);
+  DeviceBuffer dw1 = upload(w1.data(), w1.size() * 2), dw2 = upload(w2.data(), w2.size() * 2);
+  DeviceBuffer dx1 = upload(x1.data(), x1.size() * 2), dg = upload_floats(g);
+  DeviceBuffer r(r0.size() * 4, "residual"), r_ref(r0.size() * 4, "residual reference");
+  DeviceBuffer rows(size_t(kGemvMaxTokens) * hidden * 2, "norm rows");
+  DeviceBuffer sums(size_t(kGemvMaxTokens) * hidden * 4, "norm sums");
+  DeviceBuffer normed(size_t(kGemvMaxTokens) * hidden * 2, "normed reference");
+  DeviceBuffer y(size_t(kGemvMaxTokens) * 2 * n2 * 4 + 16, "y"), y_ref(y.bytes(), "y reference");
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+    for (bool silu : {false, true}) {
+      const size_t count = size_t(m) * (silu ? n2 : 2 * n2);
+      GPUFRAC_CUDA_CHECK(cudaMemcpy(r.data(), r0.data(), r.bytes(), cudaMemcpyHostToDevice));
+      GPUFRAC_CUDA_CHECK(cudaMemcpy(r_ref.data(), r0.data(), r.bytes(), cudaMemcpyHostToDevice));
+      GPUFRAC_CUDA_CHECK(cudaMemset(rows.data(), 0xff, rows.bytes()));  // NaN
+      GPUFRAC_CUDA_CHECK(cudaMemset(sums.data(), 0xff, sums.bytes()));
+      gemm.run(dx1.as<bf16>(), dw1.as<bf16>(), r_ref.data(), false, m, hidden, k1, nullptr, true);
+      launch_rmsnorm(r_ref.as<float>(), nullptr, m, hidden, dg.as<float>(), 1e-6f,
+                     normed.as<bf16>(), nullptr);
+      gemm.run(normed.as<bf16>(), dw2.as<bf16>(), y_ref.data(), false, m, 2 * n2, hidden, nullptr);
+      GemvNorm norm{dg.as<float>(), rows.as<bf16>(), sums.as<float>(), gemv_blocks(m, hidden),
+                    1e-6f};
+      launch_gemv(dx1.as<bf16>(), dw1.as<bf16>(), r.data(), GemvStore::add_fp32, m, hidden, k1,
+                  nullptr, false, &norm);
+      std::vector<std::vector<uint16_t>> runs;
+      for (int run = 0; run < 2; ++run) {
+        GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
+        if (silu) {
+          launch_gemv_silu_mul(rows.as<bf16>(), dw2.as<bf16>(), y.as<bf16>(), m, n2, hidden,
+                               nullptr, false, &norm);
+        } else {
+          launch_gemv(rows.as<bf16>(), dw2.as<bf16>(), y.data(), GemvStore::fp32, m, 2 * n2,
+                      hidden, nullptr, false, nullptr, &norm);
+        }
+        GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+        runs.push_back(download<uint16_t>(y, count * (silu ? 1 : 2) + 1));
+      }
+      EXPECT_EQ(runs[0], runs[1]) << "m=" << m << (silu ? " silu" : "");
+      EXPECT_LT(relative_error(download<float>(r, size_t(m) * hidden),
+                               download<float>(r_ref, size_t(m) * hidden)),
+                1e-5)
+          << "residual, m=" << m;
+      const std::vector<float> products = download<float>(y_ref, size_t(m) * 2 * n2);
+      std::vector<float> want, got;
+      if (silu) {
+        for (int t = 0; t < m; ++t) {
+          for (int i = 0; i < n2; ++i) {
+            const float gate = products[size_t(t) * 2 * n2 + i];
+            const float up = products[size_t(t) * 2 * n2 + n2 + i];
+            want.push_back(gate / (1.0f + std::exp(-gate)) * up);
+          }
+        }
+        std::vector<uint16_t> raw = runs[0];
+        EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
+        raw.resize(count);
+        got = bf16_to_floats(raw);
+      } else {
+        want = products;
+        got = download<float>(y, count + 1);
+        EXPECT_TRUE(std::isnan(got[count])) << "wrote past its output, m=" << m;
+        got.resize(count);
+      }
+      // bf16(r * g) * s against bf16(r * s * g): the rows round differently, by ~2^-9 each.
+      EXPECT_LT(relative_error(got, want), silu ? 2e-2 : 1e-2)
+          << "hand-off m=" << m << " hidden=" << hidden << (silu ? " silu" : "");
+    }
+  }
+}
+
+TEST(CudaFastPathGemv, NormHandedBetweenGemvsMatchesRmsnormAndCublas) {
+  check_gemv_norm_handoff(2560, 4096, 9728, 12);  // Qwen3-4B: o, then gate|up
+  check_gemv_norm_handoff(1000, 776, 1001, 13);   // the last block short, odd features
+}
+
 // A chain of GEMVs, each reading the previous one's output as x and overwriting the buffer the
 // one before it read (the runner's pattern), launched overlapped (kernel_launch.cuh): every link
 // must wait for its predecessor before reading x or writing y, so the chain ends bit for bit
@@ -178,7 +274,8 @@ TEST(CudaFastPathGemv, OverlappedChainEqualsPlainChain) {
     const bf16* x = input.as<bf16>();
     for (int i = 0; i < kLinks; ++i) {
       bf16* y = act[i % 2].as<bf16>();
-      launch_gemv(x, weights[size_t(i)].as<bf16>(), y, true, m, kDim, kDim, stream, overlap);
+      launch_gemv(x, weights[size_t(i)].as<bf16>(), y, GemvStore::bf16, m, kDim, kDim, stream,
+                  overlap);
       x = y;
     }
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));

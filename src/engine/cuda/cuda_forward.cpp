@@ -138,7 +138,7 @@ void CudaRunner::time_linear_kernels() {
       if (m > s.most_rows) continue;
       auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
       float gemv = time_ms([&](int i) {
-        launch_gemv(x, weight(i), s.out, false, m, s.n, s.k, stream_, overlap_);
+        launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
       });
       float cublas =
           time_ms([&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
@@ -168,22 +168,44 @@ void CudaRunner::time_linear_kernels() {
            summary.empty() ? " none" : summary);
 }
 
-void CudaRunner::linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n,
-                        int k) {
-  if (prefers_gemv(tokens, n, k, false)) {
-    launch_gemv(x, w, y, y_bf16, tokens, n, k, stream_, overlap_);
+void CudaRunner::linear(const bf16* x, const bf16* w, float* y, int tokens, int n, int k,
+                        const GemvNorm& takes) {
+  if (takes.weight || prefers_gemv(tokens, n, k, false)) {
+    launch_gemv(x, w, y, GemvStore::fp32, tokens, n, k, stream_, overlap_, nullptr,
+                takes.weight ? &takes : nullptr);
   } else {
-    gemm_->run(x, w, y, y_bf16, tokens, n, k, stream_);
+    gemm_->run(x, w, y, false, tokens, n, k, stream_);
   }
 }
 
-GemmOutput CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k) {
-  if (prefers_gemv(tokens, n, k, false)) {
-    launch_gemv(x, w, gemm_out_.data(), false, tokens, n, k, stream_, overlap_);
-    return fp32_output(gemm_out_);
+GemvNorm CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
+                                     const float* next_norm) {
+  float* residual = residual_.as<float>();
+  if (!prefers_gemv(tokens, n, k, false)) {
+    gemm_->run(x, w, residual, false, tokens, n, k, stream_, /*accumulate=*/true);
+    return GemvNorm{};
   }
-  gemm_->run(x, w, residual_.data(), false, tokens, n, k, stream_, /*accumulate=*/true);
-  return GemmOutput{};
+  GemvNorm left;
+  if (next_norm) {
+    left.weight = next_norm;
+    left.rows = gemv_norm_.as<bf16>();
+    left.sums = reinterpret_cast<float*>(gemv_norm_.as<char>() + gemv_norm_sums_offset_);
+    left.parts = gemv_blocks(tokens, n);
+    left.eps = float(weights_.config().rms_norm_eps);
+  }
+  launch_gemv(x, w, residual, GemvStore::add_fp32, tokens, n, k, stream_, overlap_,
+              next_norm ? &left : nullptr);
+  return left;
+}
+
+const bf16* CudaRunner::normed_rows(const GemvNorm& left, const float* norm_weight, int tokens) {
+  if (left.weight) return left.rows;
+  const ModelConfig& c = weights_.config();
+  bf16* act = activations_.as<bf16>();
+  launch_rmsnorm(residual_.as<float>(), nullptr, tokens, c.hidden_size, norm_weight,
+                 float(c.rms_norm_eps), act, stream_, overlap_);
+  mark("rmsnorm");
+  return act;
 }
 
 void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
@@ -200,9 +222,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   mark("");
   launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
                stream_);
-  launch_add_rmsnorm(x, GemmOutput{}, nullptr, tokens, hidden, weights_.layers[0].input_norm, eps,
-                     act, stream_, overlap_);
-  mark("embed + norm");
+  mark("embed");
   // The rows the decode kernel takes: with the fast kernels only those before the last short
   // sequence (the flash kernel takes the prompt chunks), with the simple kernel every row.
   const bool flash_takes_prompts = runs_fast_attention(options_.kernels.attention, c.num_heads,
@@ -212,13 +232,16 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const int splits =
       attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
 
-  GemmOutput mlp_out;  // the last down projection, still to be added (none: cuBLASLt added it)
+  // What the last projection added into the residual left for the next norm (GemvNorm; no
+  // weight: the next norm runs as a kernel of its own).
+  GemvNorm left;
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[size_t(l)];
     bf16* k_cache = static_cast<bf16*>(kv_.data()) + uint64_t(2 * l) * layer_kv_elements;
     bf16* v_cache = k_cache + layer_kv_elements;
 
-    linear(act, w.qkv_proj, gemm_out_.data(), false, tokens, qkv, hidden);
+    linear(normed_rows(left, w.input_norm, tokens), w.qkv_proj, gemm_out_.as<float>(), tokens, qkv,
+           hidden, left);
     mark("qkv linear");
     QkvRopeParams rope;
     rope.qkv = fp32_output(gemm_out_);
@@ -271,39 +294,38 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_paged_attention(attn, stream_);
     mark("attention");
 
-    const GemmOutput attention_out = add_to_residual(act, w.o_proj, tokens, hidden, q_width);
+    const bool gate_up_gemv = prefers_gemv(tokens, inter, hidden, true);
+    left = add_to_residual(act, w.o_proj, tokens, hidden, q_width,
+                           gate_up_gemv ? w.post_attention_norm : nullptr);
     mark("o linear");
-    launch_add_rmsnorm(x, attention_out, nullptr, tokens, hidden, w.post_attention_norm, eps, act,
-                       stream_, overlap_);
-    mark("add + rmsnorm");
-    if (prefers_gemv(tokens, inter, hidden, true)) {
-      bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      launch_gemv_silu_mul(act, w.gate_up_proj, gated, tokens, inter, hidden, stream_, overlap_);
+    const bf16* normed = normed_rows(left, w.post_attention_norm, tokens);
+    const bf16* gated = act;
+    if (gate_up_gemv) {
+      bf16* silu_out = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
+      launch_gemv_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden, stream_,
+                           overlap_, left.weight ? &left : nullptr);
       mark("gate|up linear + silu * mul");
-      mlp_out = add_to_residual(gated, w.down_proj, tokens, hidden, inter);
+      gated = silu_out;
     } else {
       // cuBLASLt: what the fused GEMV was timed against (time_linear_kernels) and lost to, or
       // a step past the GEMV's token counts.
-      gemm_->run(act, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden, stream_);
+      gemm_->run(normed, w.gate_up_proj, gemm_out_.data(), true, tokens, 2 * inter, hidden,
+                 stream_);
       mark("gate|up linear");
       launch_silu_mul(gemm_out_.as<bf16>(), tokens, inter, act, stream_);
       mark("silu * mul");
-      mlp_out = add_to_residual(act, w.down_proj, tokens, hidden, inter);
     }
+    const bool next_qkv_gemv = l + 1 < c.num_layers && prefers_gemv(tokens, qkv, hidden, false);
+    left = add_to_residual(gated, w.down_proj, tokens, hidden, inter,
+                           next_qkv_gemv ? weights_.layers[size_t(l) + 1].input_norm : nullptr);
     mark("down linear");
-    if (l + 1 < c.num_layers) {
-      launch_add_rmsnorm(x, mlp_out, nullptr, tokens, hidden,
-                         weights_.layers[size_t(l) + 1].input_norm, eps, act, stream_, overlap_);
-      mark("add + rmsnorm");
-    }
   }
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
-  launch_add_rmsnorm(x, mlp_out, a.sample_token, shape.samples, hidden,
-                     weights_.final_norm, eps, final_hidden, stream_, overlap_);
-  mark("add + rmsnorm");
-  linear(final_hidden, weights_.lm_head, logits_.data(), false, shape.samples, c.vocab_size,
-         hidden);
+  launch_rmsnorm(x, a.sample_token, shape.samples, hidden, weights_.final_norm, eps, final_hidden,
+                 stream_, overlap_);
+  mark("rmsnorm");
+  linear(final_hidden, weights_.lm_head, logits_.as<float>(), shape.samples, c.vocab_size, hidden);
   mark("lm_head");
   // Before the sampler, which overwrites the previous step's samples the adjustments read.
   if (shape.adjusts_logits) {

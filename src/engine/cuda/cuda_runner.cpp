@@ -107,6 +107,9 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
       DeviceBuffer(uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
                                       int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
                    "GEMM outputs");
+  gemv_norm_sums_offset_ = uint64_t((kGemvMaxTokens * hidden * 2 + 255) / 256 * 256);
+  gemv_norm_ = DeviceBuffer(gemv_norm_sums_offset_ + uint64_t(kGemvMaxTokens * ((hidden + 3) / 4) * 4),
+                            "GEMV norm hand-off");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
   attention_partials_ = DeviceBuffer(
       uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
@@ -234,10 +237,10 @@ void CudaRunner::set_up_kv_cache(int num_blocks, int block_size, bool elastic) {
 }
 
 void CudaRunner::log_memory_breakdown() const {
-  const DeviceBuffer* step_buffers[] = {&residual_, &activations_,     &queries_,
-                                        &gemm_out_, &attention_partials_, &final_hidden_,
-                                        &logits_,   &sampler_scratch_, &sampled_,
-                                        &logprobs_, &inv_freq_};
+  const DeviceBuffer* step_buffers[] = {&residual_,     &activations_, &queries_,
+                                        &gemm_out_,     &gemv_norm_,   &attention_partials_,
+                                        &final_hidden_, &logits_,      &sampler_scratch_,
+                                        &sampled_,      &logprobs_,    &inv_freq_};
   uint64_t step_bytes = inputs_ ? inputs_->device_bytes() : 0;
   for (const DeviceBuffer* b : step_buffers) step_bytes += b->bytes();
   DeviceMemoryInfo info = device_memory_info();
@@ -265,8 +268,8 @@ void CudaRunner::choose_launch_overlap() {
   const ModelConfig& c = weights_.config();
   try {
     for (int i = 0; i < 2; ++i) {
-      launch_gemv(activations_.as<bf16>(), weights_.layers[0].o_proj, gemm_out_.data(), false, 1,
-                  c.hidden_size, c.q_width(), stream_, true);
+      launch_gemv(activations_.as<bf16>(), weights_.layers[0].o_proj, gemm_out_.data(),
+                  GemvStore::fp32, 1, c.hidden_size, c.q_width(), stream_, true);
     }
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     overlap_ = true;

@@ -46,6 +46,7 @@
 #include "engine/cuda/kv_pool_memory.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
+#include "engine/cuda/gemv.h"
 #include "engine/cuda/step_inputs.h"
 #include "engine/model/runner.h"
 
@@ -149,13 +150,19 @@ class CudaRunner final : public ModelRunner {
     // Sequences before the first of at least kFlashMinQueries tokens (AttentionParams).
     int first_flash_seq = 0;
   };
-  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
-  // won the start-up timing (prefers_gemv), else cuBLASLt.
-  void linear(const bf16* x, const bf16* w, void* y, bool y_bf16, int tokens, int n, int k);
-  // Adds x W^T (`tokens` rows, an (n, k) layer) to the residual stream: the GEMV (where linear()
-  // would take it) writes gemm_out_ and returns it as add+RMSNorm's addend; cuBLASLt
-  // accumulates into residual_ itself and returns no addend.
-  GemmOutput add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k);
+  // y = x W^T for `tokens` rows (fp32 y): the GEMV for few tokens (kernels().gemv_max_tokens)
+  // where it won the start-up timing (prefers_gemv), else cuBLASLt. With a GemvNorm `takes`
+  // (x its rows), the GEMV that applies it.
+  void linear(const bf16* x, const bf16* w, float* y, int tokens, int n, int k,
+              const GemvNorm& takes = GemvNorm{});
+  // residual_ += x W^T (`tokens` rows, an (n, k) layer): the GEMV where linear() would take it,
+  // leaving the GemvNorm for `next_norm` when given, else cuBLASLt accumulating (and no GemvNorm).
+  GemvNorm add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
+                           const float* next_norm);
+  // The bf16 rows RMSNorm(residual_) with `norm_weight` is taken from: those a GemvNorm left
+  // (`left`, still unscaled: the GEMV reading them scales), else what launch_rmsnorm writes into
+  // activations_.
+  const bf16* normed_rows(const GemvNorm& left, const float* norm_weight, int tokens);
   // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
   // used for `tokens` rows of the (n, k) linear layer: only where it won the start-up timing, so
   // a shape never timed takes cuBLASLt, which runs every shape.
@@ -198,6 +205,8 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer queries_;        // bf16 [tokens][q_width]
   DeviceBuffer gemm_out_;       // GEMM outputs (fp32 or bf16)
   uint64_t silu_offset_bytes_ = 0;  // where in gemm_out_ the fused gate|up GEMV writes
+  DeviceBuffer gemv_norm_;      // a GemvNorm's rows (bf16 [kGemvMaxTokens][hidden]), then sums
+  uint64_t gemv_norm_sums_offset_ = 0;
   DeviceBuffer attention_partials_;
   DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
   DeviceBuffer logits_;         // fp32 [seqs][vocab]

@@ -33,22 +33,40 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
+struct GemvArgs {
+  const bf16* x;
+  const bf16* w;
+  void* y;
+  GemvStore store;
+  int n, k;
+  GemvNorm leaves;         // weight null: none
+  const float* take_sums;  // null: x as it is
+  int take_parts;
+  float take_eps;
+};
+
 // One block per kRows weight rows. Plain (kSilu false): rows f0..f0+kRows-1 give those outputs
 // of n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
 // outputs silu(gate) * up for f0, f0+1 (bf16). Thread t dots chunks t, t + 128, ... of each row
 // with the same chunks of every x row (loaded once for all rows), kRows x kUnroll weight loads
 // in flight; warps are summed through shared memory. The first batch of weight loads is issued
-// before waiting for the previous kernel (kernel_launch.cuh), which wrote x.
+// before waiting for the previous kernel (kernel_launch.cuh), which wrote x. A GemvNorm taken
+// (the previous GEMV's block sums, a few KB) is summed right after the wait, while the weights
+// are still in flight; one left is written in the epilogue. Registers are capped so that four
+// blocks fit per SM up to two tokens and three beyond (none spills at those caps).
 template <int kM, bool kSilu, int kRows>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf16* w, void* y,
-                                                        bool y_bf16, int n, int k) {
+__global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArgs a) {
   static_assert(!kSilu || kRows % 2 == 0, "gate and up rows pair up");
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
-  __shared__ float partial[kThreads / 32][kRows][kM];
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float partial[kWarps][kRows][kM];
+  __shared__ float taken_sums[kWarps][kM];
+  __shared__ float left_squares[kOutputs][kM];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n = a.n, k = a.k;
   const int f0 = blockIdx.x * kOutputs;
   const int chunks = k / 8;
-  const uint4* x_rows = reinterpret_cast<const uint4*>(x);
+  const uint4* x_rows = reinterpret_cast<const uint4*>(a.x);
   const uint4* w_row[kRows];
   bool row_ok[kRows];
 #pragma unroll
@@ -56,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
     int f = f0 + (kSilu ? r % kOutputs : r);
     row_ok[r] = f < n;
     int64_t row = kSilu && r >= kOutputs ? int64_t(f) + n : int64_t(f);
-    w_row[r] = reinterpret_cast<const uint4*>(w + (row_ok[r] ? row : 0) * k);
+    w_row[r] = reinterpret_cast<const uint4*>(a.w + (row_ok[r] ? row : 0) * k);
   }
   float acc[kRows][kM];
 #pragma unroll
@@ -79,6 +97,15 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
   load_weights(tid);  // weights only: legal before the previous kernel has finished
   wait_for_previous_grid();
   allow_next_grid_launch();
+  if (a.take_sums) {
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      float sum = 0.0f;
+      for (int b = tid; b < a.take_parts; b += kThreads) sum += a.take_sums[m * a.take_parts + b];
+      sum = warp_sum(sum);
+      if (lane == 0) taken_sums[warp][m] = sum;
+    }
+  }
   for (int c0 = tid; c0 < chunks; c0 += kStride) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -103,36 +130,63 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* x, const bf1
     }
   }
   __syncthreads();
-  if (tid >= kOutputs * kM) return;
-  const int o = tid / kM, m = tid % kM;
+  const int o = tid / kM, m = tid % kM;  // the output this thread finishes, if o < kOutputs
   const int f = f0 + o;
-  if (f >= n) return;
+  const bool finishes = o < kOutputs && f < n;
   auto total = [&](int r) {
     float s = 0.0f;
 #pragma unroll
-    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][r][m];
+    for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][r][m];
     return s;
   };
+  float scale = 1.0f;
+  if (a.take_sums && o < kOutputs) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kWarps; ++wi) sum += taken_sums[wi][m];
+    scale = rsqrtf(sum / float(k) + a.take_eps);
+  }
   const int64_t at = int64_t(m) * n + f;
   if constexpr (kSilu) {
-    const float gate = total(o), up = total(o + kOutputs);
-    static_cast<bf16*>(y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+    if (!finishes) return;
+    const float gate = total(o) * scale, up = total(o + kOutputs) * scale;
+    static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
   } else {
-    const float v = total(o);
-    if (y_bf16) {
-      static_cast<bf16*>(y)[at] = __float2bfloat16_rn(v);
-    } else {
-      static_cast<float*>(y)[at] = v;
+    float square = 0.0f;  // of the updated residual, for a GemvNorm left
+    if (finishes) {
+      const float v = total(o) * scale;
+      switch (a.store) {
+        case GemvStore::bf16: static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(v); break;
+        case GemvStore::fp32: static_cast<float*>(a.y)[at] = v; break;
+        case GemvStore::add_fp32: {
+          float* y = static_cast<float*>(a.y);
+          const float r = y[at] + v;
+          y[at] = r;
+          if (a.leaves.weight) {
+            a.leaves.rows[at] = __float2bfloat16_rn(r * a.leaves.weight[f]);
+            square = r * r;
+          }
+          break;
+        }
+      }
+    }
+    if (!a.leaves.weight) return;  // the same for every thread of the grid
+    if (o < kOutputs) left_squares[o][m] = square;
+    __syncthreads();
+    if (tid < kM) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kOutputs; ++r) sum += left_squares[r][tid];
+      a.leaves.sums[tid * a.leaves.parts + blockIdx.x] = sum;
     }
   }
 }
 
 template <int kM, bool kSilu, int kRows>
-void launch_rows(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-                 cudaStream_t stream, bool overlap) {
+void launch_rows(const GemvArgs& a, cudaStream_t stream, bool overlap) {
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
-  launch_kernel(gemv_kernel<kM, kSilu, kRows>, dim3((n + kOutputs - 1) / kOutputs),
-                dim3(kThreads), 0, stream, overlap, x, w, y, y_bf16, n, k);
+  launch_kernel(gemv_kernel<kM, kSilu, kRows>, dim3((a.n + kOutputs - 1) / kOutputs),
+                dim3(kThreads), 0, stream, overlap, a);
 }
 
 // Blocks of gemv_kernel<kM, kSilu, kRows> resident at once per SM.
@@ -153,60 +207,97 @@ double last_wave_fill(int64_t blocks, int64_t resident) {
   return double(blocks) / double(waves * resident);
 }
 
-// Four rows per block, or five where four leave the last wave of resident blocks much emptier
-// (n = 2560 on 132 SMs: 640 blocks of four rows are 1.2 waves of 528; 512 of five are one wave).
-// Only one token: with more, five rows need more registers and fewer blocks fit. The fused SiLU
-// form keeps four (gate and up rows pair up).
+// Rows per block of the plain GEMV: four, or five where four leave the last wave of resident
+// blocks much emptier (n = 2560 on 132 SMs: 640 blocks of four rows are 1.2 waves of 528; 512 of
+// five are one wave). Only one token: with more, five rows need more registers and fewer blocks
+// fit. The fused SiLU form keeps four (gate and up rows pair up).
+int plain_rows_per_block(int m, int n) {
+  if (m != 1) return 4;
+  int device = 0, sms = 0;
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+  GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const double fill4 = last_wave_fill((n + 3) / 4, int64_t(blocks_per_sm<1, false, 4>()) * sms);
+  const double fill5 = last_wave_fill((n + 4) / 5, int64_t(blocks_per_sm<1, false, 5>()) * sms);
+  return fill5 > fill4 + 0.1 ? 5 : 4;
+}
+
 template <int kM, bool kSilu>
-void launch_m(const bf16* x, const bf16* w, void* y, bool y_bf16, int n, int k,
-              cudaStream_t stream, bool overlap) {
+void launch_m(const GemvArgs& a, cudaStream_t stream, bool overlap) {
   if constexpr (kM == 1 && !kSilu) {
-    int device = 0, sms = 0;
-    GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
-    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const double fill4 = last_wave_fill((n + 3) / 4, int64_t(blocks_per_sm<kM, false, 4>()) * sms);
-    const double fill5 = last_wave_fill((n + 4) / 5, int64_t(blocks_per_sm<kM, false, 5>()) * sms);
-    if (fill5 > fill4 + 0.1) {
-      launch_rows<kM, false, 5>(x, w, y, y_bf16, n, k, stream, overlap);
+    if (plain_rows_per_block(1, a.n) == 5) {
+      launch_rows<kM, false, 5>(a, stream, overlap);
       return;
     }
   }
-  launch_rows<kM, kSilu, 4>(x, w, y, y_bf16, n, k, stream, overlap);
+  launch_rows<kM, kSilu, 4>(a, stream, overlap);
 }
 
 template <bool kSilu>
-void launch(const char* name, const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n,
-            int k, cudaStream_t stream, bool overlap) {
-  if (m == 0 || n == 0) return;
+void launch(const char* name, const GemvArgs& a, int m, cudaStream_t stream, bool overlap) {
+  if (m == 0 || a.n == 0) return;
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-  if (m < 0 || m > kGemvMaxTokens || k % 8 != 0 || misaligned(x) || misaligned(w) ||
-      misaligned(y)) {
+  if (m < 0 || m > kGemvMaxTokens || a.k % 8 != 0 || misaligned(a.x) || misaligned(a.w) ||
+      misaligned(a.y)) {
     throw_cuda_failure(name, __FILE__, __LINE__,
                        "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
   }
+  const GemvNorm& left = a.leaves;
+  if (left.weight && (a.store != GemvStore::add_fp32 || left.parts != gemv_blocks(m, a.n) ||
+                      misaligned(left.weight) || misaligned(left.rows) || misaligned(left.sums))) {
+    throw_cuda_failure(name, __FILE__, __LINE__,
+                       "a GemvNorm is left by an add_fp32 GEMV with parts = gemv_blocks(m, n)");
+  }
   switch (m) {
-    case 1: launch_m<1, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 2: launch_m<2, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 3: launch_m<3, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 4: launch_m<4, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 5: launch_m<5, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 6: launch_m<6, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    case 7: launch_m<7, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
-    default: launch_m<8, kSilu>(x, w, y, y_bf16, n, k, stream, overlap); break;
+    case 1: launch_m<1, kSilu>(a, stream, overlap); break;
+    case 2: launch_m<2, kSilu>(a, stream, overlap); break;
+    case 3: launch_m<3, kSilu>(a, stream, overlap); break;
+    case 4: launch_m<4, kSilu>(a, stream, overlap); break;
+    case 5: launch_m<5, kSilu>(a, stream, overlap); break;
+    case 6: launch_m<6, kSilu>(a, stream, overlap); break;
+    case 7: launch_m<7, kSilu>(a, stream, overlap); break;
+    default: launch_m<8, kSilu>(a, stream, overlap); break;
   }
   GPUFRAC_LAUNCH_CHECK();
 }
 
+// The arguments of a GEMV reading x, or the rows a GemvNorm left (then x must be those).
+GemvArgs arguments(const char* name, const bf16* x, const bf16* w, void* y, GemvStore store,
+                   int n, int k, const GemvNorm* leaves, const GemvNorm* takes) {
+  if (takes && x != takes->rows) {
+    throw_cuda_failure(name, __FILE__, __LINE__, "a GEMV taking a GemvNorm reads its rows");
+  }
+  return GemvArgs{x,
+                  w,
+                  y,
+                  store,
+                  n,
+                  k,
+                  leaves ? *leaves : GemvNorm{},
+                  takes ? takes->sums : nullptr,
+                  takes ? takes->parts : 0,
+                  takes ? takes->eps : 0.0f};
+}
+
 }  // namespace
 
-void launch_gemv(const bf16* x, const bf16* w, void* y, bool y_bf16, int m, int n, int k,
-                 cudaStream_t stream, bool overlap) {
-  launch<false>("launch_gemv", x, w, y, y_bf16, m, n, k, stream, overlap);
+int gemv_blocks(int m, int n) {
+  const int rows = plain_rows_per_block(m, n);
+  return (n + rows - 1) / rows;
+}
+
+void launch_gemv(const bf16* x, const bf16* w, void* y, GemvStore store, int m, int n, int k,
+                 cudaStream_t stream, bool overlap, const GemvNorm* leaves,
+                 const GemvNorm* takes) {
+  launch<false>("launch_gemv", arguments("launch_gemv", x, w, y, store, n, k, leaves, takes), m,
+                stream, overlap);
 }
 
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          cudaStream_t stream, bool overlap) {
-  launch<true>("launch_gemv_silu_mul", x, w_gate_up, y, true, m, n, k, stream, overlap);
+                          cudaStream_t stream, bool overlap, const GemvNorm* takes) {
+  launch<true>("launch_gemv_silu_mul",
+               arguments("launch_gemv_silu_mul", x, w_gate_up, y, GemvStore::bf16, n, k, nullptr,
+                         takes),
+               m, stream, overlap);
 }
 
 }  // namespace gpufrac::engine

@@ -22,62 +22,44 @@ __global__ void embed_kernel(const bf16* embed, const int32_t* token_ids,
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[i] = __bfloat162float(row[i]);
 }
 
-__global__ void add_rmsnorm_kernel(float* x, GemmOutput addend, const int32_t* row_index,
-                                   int hidden, const float* weight, float eps, bf16* out) {
-  __shared__ float scratch[32];
-  wait_for_previous_grid();
-  allow_next_grid_launch();
-  int r = blockIdx.x;
-  int64_t in_row = row_index ? row_index[r] : r;
-  float* xr = x + in_row * hidden;
-  bool has_addend = addend.data != nullptr;
-  bool write_back = row_index == nullptr;
-  float sum_squares = 0;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = xr[i];
-    if (has_addend) v += read_gemm_output(addend, in_row * hidden + i);
-    if (write_back && has_addend) xr[i] = v;
-    sum_squares += v * v;
-  }
-  float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
-  bf16* o = out + int64_t(r) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float v = xr[i];
-    if (has_addend && !write_back) v += read_gemm_output(addend, in_row * hidden + i);
-    o[i] = __float2bfloat16_rn(v * scale * weight[i]);
-  }
-}
-
-// add_rmsnorm_kernel for the common case (fp32 addend of one part or none, hidden % 4 == 0,
-// 16-byte aligned rows): each thread keeps its kVec float4 of the row in registers, so the row
-// is read once with 16-byte loads (all in flight before the reduction) and written once.
-template <int kVec>
-__global__ void add_rmsnorm_vec_kernel(float* x, const float* addend, const int32_t* row_index,
-                                       int hidden, const float* weight, float eps, bf16* out) {
+__global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hidden,
+                               const float* weight, float eps, bf16* out) {
   __shared__ float scratch[32];
   wait_for_previous_grid();
   allow_next_grid_launch();
   const int r = blockIdx.x;
-  const int64_t in_row = row_index ? row_index[r] : r;
+  const float* xr = x + int64_t(row_index ? row_index[r] : r) * hidden;
+  float sum_squares = 0;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) sum_squares += xr[i] * xr[i];
+  const float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
+  bf16* o = out + int64_t(r) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    o[i] = __float2bfloat16_rn(xr[i] * scale * weight[i]);
+  }
+}
+
+// rmsnorm_kernel for the common case (hidden % 4 == 0, 16-byte aligned rows): each thread keeps
+// its kVec float4 of the row in registers, so the row is read once with 16-byte loads (all in
+// flight before the reduction).
+template <int kVec>
+__global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int hidden,
+                                   const float* weight, float eps, bf16* out) {
+  __shared__ float scratch[32];
+  wait_for_previous_grid();
+  allow_next_grid_launch();
+  const int r = blockIdx.x;
   const int n4 = hidden / 4;
-  float4* xr = reinterpret_cast<float4*>(x + in_row * hidden);
-  const float4* ar = addend ? reinterpret_cast<const float4*>(addend + in_row * hidden) : nullptr;
-  float4 v[kVec], a[kVec];
+  const float4* xr =
+      reinterpret_cast<const float4*>(x + int64_t(row_index ? row_index[r] : r) * hidden);
+  float4 v[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int idx = threadIdx.x + i * blockDim.x;
     v[i] = idx < n4 ? xr[idx] : make_float4(0, 0, 0, 0);
-    a[i] = ar && idx < n4 ? ar[idx] : make_float4(0, 0, 0, 0);
   }
   float sum_squares = 0;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
-    v[i].x += a[i].x;
-    v[i].y += a[i].y;
-    v[i].z += a[i].z;
-    v[i].w += a[i].w;
-    const int idx = threadIdx.x + i * blockDim.x;
-    if (ar && !row_index && idx < n4) xr[idx] = v[i];
     sum_squares += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
   }
   const float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
@@ -220,22 +202,20 @@ void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* pr
   GPUFRAC_LAUNCH_CHECK();
 }
 
-void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
-                        int hidden, const float* weight, float eps, bf16* out,
-                        cudaStream_t stream, bool overlap) {
+void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden,
+                    const float* weight, float eps, bf16* out, cudaStream_t stream, bool overlap) {
   if (rows == 0) return;
   constexpr int kVec = 4;
   auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const bool plain_addend = addend.data == nullptr || (!addend.is_bf16 && addend.parts == 1);
-  if (plain_addend && hidden % 4 == 0 && hidden / 4 <= kVec * 1024 && aligned(x, 16) &&
-      aligned(addend.data, 16) && aligned(weight, 16) && aligned(out, 8)) {
+  if (hidden % 4 == 0 && hidden / 4 <= kVec * 1024 && aligned(x, 16) && aligned(weight, 16) &&
+      aligned(out, 8)) {
     const int per_thread = (hidden / 4 + kVec - 1) / kVec;
     const int threads = (per_thread + 31) / 32 * 32;
-    launch_kernel(add_rmsnorm_vec_kernel<kVec>, dim3(rows), dim3(threads), 0, stream, overlap, x,
-                  static_cast<const float*>(addend.data), row_index, hidden, weight, eps, out);
+    launch_kernel(rmsnorm_vec_kernel<kVec>, dim3(rows), dim3(threads), 0, stream, overlap, x,
+                  row_index, hidden, weight, eps, out);
   } else {
-    launch_kernel(add_rmsnorm_kernel, dim3(rows), dim3(norm_threads(hidden)), 0, stream, overlap,
-                  x, addend, row_index, hidden, weight, eps, out);
+    launch_kernel(rmsnorm_kernel, dim3(rows), dim3(norm_threads(hidden)), 0, stream, overlap, x,
+                  row_index, hidden, weight, eps, out);
   }
 }
 

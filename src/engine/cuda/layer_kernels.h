@@ -1,10 +1,11 @@
-// The element-wise and per-row kernels of a decoder layer: embedding gather, residual add +
-// RMSNorm, q/k norm + RoPE + KV-cache write, and SiLU(gate) * up.
+// The element-wise and per-row kernels of a decoder layer: embedding gather, RMSNorm, q/k norm +
+// RoPE + KV-cache write, and SiLU(gate) * up.
 //
 // Conventions: activations are row-major [tokens][features]; the residual stream is fp32 (so it
-// loses nothing between layers), GEMM inputs are bf16, GEMM outputs arrive as GemmOutput (bf16,
-// fp32 or split-K fp32 partials). The KV cache of one layer is [blocks][kv_heads][block_size]
-// [head_dim] bf16 for K and the same for V; a token's slot is block * block_size + offset.
+// loses nothing between layers; the o and down projections add into it themselves), GEMM inputs
+// are bf16, GEMM outputs arrive as GemmOutput (bf16, fp32 or split-K fp32 partials). The KV
+// cache of one layer is [blocks][kv_heads][block_size][head_dim] bf16 for K and the same for V;
+// a token's slot is block * block_size + offset.
 // All launchers are asynchronous on `stream` and check the launch. Those with an `overlap` flag
 // can launch their kernel to overlap the previous kernel on the stream (kernel_launch.cuh); every
 // kernel here waits for its predecessor before reading anything and lets its successor launch.
@@ -23,13 +24,11 @@ namespace gpufrac::engine {
 void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* previous_samples,
                   int tokens, int hidden, float* x, cudaStream_t stream);
 
-// For each output row r, with input row i = row_index ? row_index[r] : r:
-//   v = x[i] + addend[i] (no addend when addend.data is null)
-//   x[i] = v                                   (only when row_index is null)
-//   out[r] = bf16(v / sqrt(mean(v^2) + eps) * weight)
-void launch_add_rmsnorm(float* x, const GemmOutput& addend, const int32_t* row_index, int rows,
-                        int hidden, const float* weight, float eps, bf16* out,
-                        cudaStream_t stream, bool overlap = false);
+// out[r] = bf16(x[i] / sqrt(mean(x[i]^2) + eps) * weight) for each output row r, with input row
+// i = row_index ? row_index[r] : r.
+void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden,
+                    const float* weight, float eps, bf16* out, cudaStream_t stream,
+                    bool overlap = false);
 
 struct QkvRopeParams {
   GemmOutput qkv;                    // [tokens][q_width + 2 kv_width]: q | k | v
