@@ -8,7 +8,8 @@
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
 //   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
-//   GQA groups 2, 4 and 8, shuffled block tables.
+//   GQA groups 2, 4 and 8, shuffled block tables; the decode kernel applying q/k norm + RoPE
+//   and writing the new K/V itself against launch_qkv_rope_kv before it.
 // tests/gpu/engine/run runs these first (gtest filter CudaFastPath*) and switches the rest of the
 // suite to GPUFRAC_CUDA_SIMPLE=1 if they fail.
 #include <gtest/gtest.h>
@@ -498,6 +499,154 @@ TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {
   check_attention(c, 46, "24 heads / 8 kv");
   c.block_size = 12;  // not a power of two: kFast runs the simple kernel
   check_attention(c, 47, "block size 12");
+}
+
+// A decode-only step with q/k norm + RoPE + the KV write in the decode kernel (AttentionParams::
+// rope) against launch_qkv_rope_kv and then the kernel reading q: the same bits in the output
+// and in both caches (the new positions written, nothing else touched), for contexts whose new
+// position falls at a tile's start, end and middle, in the first, a middle and the last split.
+// The fused run's q buffer is poisoned (NaN), so a read of it would show.
+void check_decode_rope(int num_heads, int num_kv_heads, int d, const std::vector<int>& contexts,
+                       int splits, uint32_t seed) {
+  std::mt19937 rng(seed);
+  constexpr int bs = 16;
+  const int rows = int(contexts.size());
+  int width = 1, max_context = 0;
+  for (int c : contexts) width = std::max(width, (c + bs - 1) / bs), max_context = std::max(max_context, c);
+  const int num_blocks = rows * width + 3;
+  std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> tables(size_t(rows) * width), token_seq, token_context, query_start;
+  std::vector<int32_t> positions, slots;
+  for (int s = 0; s < rows; ++s) {
+    for (int b = 0; b < width; ++b) tables[size_t(s) * width + b] = pool[size_t(s) * width + b];
+    const int position = contexts[size_t(s)] - 1;
+    query_start.push_back(s);
+    token_seq.push_back(s);
+    token_context.push_back(contexts[size_t(s)]);
+    positions.push_back(position);
+    slots.push_back(tables[size_t(s) * width + position / bs] * bs + position % bs);
+  }
+  query_start.push_back(rows);
+  StepHeader header{};
+  header.table_width = width;
+  const int columns = (num_heads + 2 * num_kv_heads) * d;
+  const size_t kv_elements = size_t(num_blocks) * num_kv_heads * bs * d;
+  const std::vector<uint16_t> k0 = random_bf16(kv_elements, rng, 1.0f);
+  const std::vector<uint16_t> v0 = random_bf16(kv_elements, rng, 1.0f);
+  const std::vector<float> qkv = random_floats(size_t(rows) * columns, rng, 2.0f);
+  std::vector<float> q_norm = random_floats(size_t(d), rng, 0.2f), k_norm = q_norm;
+  for (float& w : q_norm) w += 1.0f;
+  for (float& w : k_norm) w = 2.0f - w;
+  std::vector<float> inv_freq(size_t(d / 2));
+  for (int i = 0; i < d / 2; ++i) inv_freq[size_t(i)] = std::pow(1e6f, -2.0f * i / d);
+
+  auto upload_floats = [](const std::vector<float>& v) { return upload(v.data(), v.size() * 4); };
+  DeviceBuffer dqkv = upload_floats(qkv), dq_norm = upload_floats(q_norm);
+  DeviceBuffer dk_norm = upload_floats(k_norm), dfreq = upload_floats(inv_freq);
+  DeviceBuffer dheader = upload(&header, sizeof header);
+  DeviceBuffer dtables = upload(tables.data(), tables.size() * 4);
+  DeviceBuffer dseq = upload(token_seq.data(), token_seq.size() * 4);
+  DeviceBuffer dcontext = upload(token_context.data(), token_context.size() * 4);
+  DeviceBuffer dstart = upload(query_start.data(), query_start.size() * 4);
+  DeviceBuffer dpositions = upload(positions.data(), positions.size() * 4);
+  DeviceBuffer dslots = upload(slots.data(), slots.size() * 4);
+  DeviceBuffer dk(kv_elements * 2, "K"), dv(kv_elements * 2, "V");
+  DeviceBuffer dq(size_t(rows) * num_heads * d * 2, "q");
+  const size_t out_elements = size_t(rows) * num_heads * d;
+  DeviceBuffer partial_out(out_elements * size_t(splits) * 4, "partials");
+  DeviceBuffer partial_lse(size_t(rows) * num_heads * size_t(splits) * 4, "partial lse");
+  DeviceBuffer out(out_elements * 2, "attention out");
+
+  QkvRopeParams rope;
+  rope.qkv = GemmOutput{dqkv.data(), false, 1, 0};
+  rope.q_norm = dq_norm.as<float>();
+  rope.k_norm = dk_norm.as<float>();
+  rope.eps = 1e-6f;
+  rope.inv_freq = dfreq.as<float>();
+  rope.positions = dpositions.as<int32_t>();
+  rope.slot_mapping = dslots.as<int32_t>();
+  rope.tokens = rows;
+  rope.num_heads = num_heads;
+  rope.num_kv_heads = num_kv_heads;
+  rope.head_dim = d;
+  rope.block_size = bs;
+  rope.q_out = dq.as<bf16>();
+  rope.k_cache = dk.as<bf16>();
+  rope.v_cache = dv.as<bf16>();
+  AttentionParams p;
+  p.q = dq.as<bf16>();
+  p.k_cache = dk.as<bf16>();
+  p.v_cache = dv.as<bf16>();
+  p.header = dheader.as<StepHeader>();
+  p.block_tables = dtables.as<int32_t>();
+  p.token_seq = dseq.as<int32_t>();
+  p.token_context = dcontext.as<int32_t>();
+  p.seq_query_start = dstart.as<int32_t>();
+  p.num_seqs = rows;
+  p.rows = rows;
+  p.decode_rows = rows;
+  p.num_heads = num_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = d;
+  p.block_size = bs;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.splits = splits;
+  p.partial_out = partial_out.as<float>();
+  p.partial_lse = partial_lse.as<float>();
+  p.out = out.as<bf16>();
+  p.sm_count = 132;
+  ASSERT_TRUE(decode_attention_applies_rope(p, rope));
+  int device = 0, major = 0;
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+  GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  p.overlap = rope.overlap = major >= 9;
+  struct Run {
+    std::vector<uint16_t> out, k, v;
+  };
+  auto run = [&](bool fused) {
+    GPUFRAC_CUDA_CHECK(cudaMemcpy(dk.data(), k0.data(), dk.bytes(), cudaMemcpyHostToDevice));
+    GPUFRAC_CUDA_CHECK(cudaMemcpy(dv.data(), v0.data(), dv.bytes(), cudaMemcpyHostToDevice));
+    GPUFRAC_CUDA_CHECK(cudaMemset(dq.data(), 0xff, dq.bytes()));    // NaN
+    GPUFRAC_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.bytes()));  // NaN
+    AttentionParams launched = p;
+    if (fused) {
+      launched.rope = rope;
+    } else {
+      launch_qkv_rope_kv(rope, nullptr);
+    }
+    launch_paged_attention(launched, nullptr);
+    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
+    return Run{download<uint16_t>(out, out_elements), download<uint16_t>(dk, kv_elements),
+               download<uint16_t>(dv, kv_elements)};
+  };
+  const Run separate = run(false), fused = run(true);
+  const std::vector<float> values = bf16_to_floats(fused.out);
+  EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }))
+      << "splits " << splits;
+  auto differences = [](const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+    return n;
+  };
+  EXPECT_EQ(differences(fused.out, separate.out), 0u) << "output, splits " << splits;
+  EXPECT_EQ(differences(fused.k, separate.k), 0u) << "K cache, splits " << splits;
+  EXPECT_EQ(differences(fused.v, separate.v), 0u) << "V cache, splits " << splits;
+  EXPECT_GT(differences(separate.k, k0), 0u) << "the new positions were written";
+  AttentionParams two_rows = p, two_waves = p;
+  two_rows.max_queries = 2;
+  EXPECT_FALSE(decode_attention_applies_rope(two_rows, rope));
+  two_waves.splits = 396 / (rows * num_kv_heads) + 1;  // 3 decode blocks per SM on 132 SMs
+  EXPECT_FALSE(decode_attention_applies_rope(two_waves, rope)) << "a grid past one wave";
+}
+
+TEST(CudaFastPathAttention, DecodeKernelAppliesRopeAsTheRopeKernel) {
+  const std::vector<int> contexts = {1, 2, 64, 65, 128, 129, 300, 1000, 2048};
+  for (int splits : {1, 3, 5}) check_decode_rope(32, 8, 128, contexts, splits, 50 + splits);
+  check_decode_rope(32, 8, 128, {2048}, 32, 56);  // batch 1: one 64-key tile per split
+  check_decode_rope(32, 8, 128, {1985}, 32, 57);  // the new position alone in the last tile
+  check_decode_rope(16, 2, 64, contexts, 5, 60);  // head_dim 64, groups of 8
 }
 
 }  // namespace

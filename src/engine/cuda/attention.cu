@@ -227,6 +227,16 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
          fast_attention_supported(num_heads, num_kv_heads, head_dim, block_size);
 }
 
+bool decode_attention_applies_rope(const AttentionParams& p, const QkvRopeParams& rope) {
+  const int64_t rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
+  const int64_t blocks =
+      rows * p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads) * int64_t(p.splits);
+  return runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) &&
+         p.max_queries == 1 && p.sm_count > 0 && blocks <= split_grid_slots(p.sm_count) &&
+         rope.head_dim == p.head_dim && rope.qkv.data != nullptr && !rope.qkv.is_bf16 &&
+         rope.qkv.parts == 1;
+}
+
 void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   if (p.num_heads % p.num_kv_heads != 0) {

@@ -1,7 +1,8 @@
 // Paged attention over the KV cache, for any mix of decode tokens and prompt chunks: every query
 // token (row) attends causally to the first `token_context[row]` positions of its sequence,
 // reading K/V through the sequence's block table (the token's own K/V were written by
-// launch_qkv_rope_kv before).
+// launch_qkv_rope_kv before; in a decode-only step the decode kernel writes and uses them
+// itself, AttentionParams::rope).
 //
 // One thread block per (row, KV head, group of up to 8 query heads): all query heads that share
 // a KV head read each K/V vector once (GQA). When rows x KV heads would leave the SMs this
@@ -32,6 +33,7 @@
 #include <cstdint>
 
 #include "engine/cuda/cuda_types.h"
+#include "engine/cuda/layer_kernels.h"
 #include "engine/cuda/step_arrays.h"
 
 namespace gpufrac::engine {
@@ -72,6 +74,10 @@ struct AttentionParams {
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
   // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
   bool overlap = false;
+  // rope.qkv set (decode_attention_applies_rope): the decode kernel computes each row's q
+  // through q/k norm + RoPE from rope.qkv itself and writes each row's K/V into the cache
+  // (launch_qkv_rope_kv is not run; q is not read).
+  QkvRopeParams rope;
 };
 
 // Sequences with at least this many query rows in a step take the flash (prefill) kernel.
@@ -93,6 +99,13 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
 // SM count.
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);
+
+// Whether the decode kernel takes the step's q/k norm + RoPE + KV write over (AttentionParams::
+// rope): the fast kernels, a decode-only step of one row per sequence (max_queries 1), the
+// q/k/v as one fp32 matrix, and a decode grid of one wave of resident blocks on p.sm_count SMs
+// (each block computes its own query heads: in one wave that costs one block's time, in more it
+// is paid per wave; batch 32 at context 2048, two waves, was 0.9% slower fused).
+bool decode_attention_applies_rope(const AttentionParams& params, const QkvRopeParams& rope);
 
 void launch_paged_attention(const AttentionParams& params, cudaStream_t stream);
 

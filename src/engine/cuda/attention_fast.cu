@@ -9,6 +9,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
+#include "engine/cuda/rope.cuh"
 
 namespace gpufrac::engine {
 
@@ -456,6 +457,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
                 "the warps' outputs fit in the tiles");
   extern __shared__ __align__(16) bf16 tiles[];  // [stage][K, V][kTileKeys][kStride]
   __shared__ float w_max[kWarps][kMaxGroup], w_sum[kWarps][kMaxGroup];
+  __shared__ float angle_cos[kHeadDim / 2], angle_sin[kHeadDim / 2];  // with p.rope
 
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
@@ -474,25 +476,50 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
   const int begin = split * chunk;
   const int end = min(context, begin + chunk);
 
+  const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
+  // With p.rope: this kernel runs q/k norm + RoPE (rope.cuh) into stage 1's K tile (free until
+  // the loop's first refill), and the block whose range holds the row's own position writes
+  // that position's K/V first (then fences, so its copies read them).
+  const bool applies_rope = p.rope.qkv.data != nullptr;
+  const bool writes_kv = applies_rope && begin <= context - 1 && context - 1 < end;
+  bf16* q_stage = tiles + 2 * kTileElements;
+  if (!writes_kv) kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
+  if (applies_rope) {
+    rope_angles<kHeadDim>(p.rope, row, angle_cos, angle_sin);
+    __syncthreads();
+    const int jobs = group + (writes_kv ? 2 : 0);
+    for (int job = warp; job < jobs; job += kWarps) {
+      const QkvPart part = job < group ? QkvPart::q : job == group ? QkvPart::k : QkvPart::v;
+      float v[kHeadDim / 32];
+      rope_head<kHeadDim / 32>(p.rope, row, part, part == QkvPart::q ? first_head + job : kv_head,
+                               angle_cos, angle_sin, v);
+      bf16* dst = part == QkvPart::q ? q_stage + job * kHeadDim
+                                     : kv_slot<kHeadDim>(p.rope, row, part, kv_head);
+      if (dst) store_head<kHeadDim / 32>(dst, v);
+    }
+    if (writes_kv) __threadfence();  // the copies (cp.async.cg) read the cache from L2
+    __syncthreads();
+    if (writes_kv) kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
+  }
   const bool head_ok = g < group;
   const int head = first_head + (head_ok ? g : 0);
-  const bf16* q_row = p.q + (int64_t(row) * p.num_heads + head) * kHeadDim;
+  const bf16* q_row = applies_rope ? q_stage + (head - first_head) * kHeadDim
+                                   : p.q + (int64_t(row) * p.num_heads + head) * kHeadDim;
   uint32_t qf[kSteps][2];
 #pragma unroll
   for (int st = 0; st < kSteps; ++st) {
     qf[st][0] = head_ok ? load_u32(q_row + st * 16 + 2 * t4) : 0u;
     qf[st][1] = head_ok ? load_u32(q_row + st * 16 + 2 * t4 + 8) : 0u;
   }
+  if (applies_rope) __syncthreads();  // q_stage is read before the loop refills stage 1
   float o[kDimTiles][4];
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m_run = -INFINITY, l_run = 0.0f;
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
-  const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
   const int mi = lane >> 3, mr = lane & 7;
 
-  // Two stages: tile i + 1 is in flight while tile i is computed.
-  kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
+  // Two stages: tile i + 1 is in flight while tile i is computed (the first was started above).
   for (int t0 = begin, stage = 0; t0 < end; t0 += kTileKeys, stage ^= 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
     const bf16* vs = ks + kTileElements;

@@ -261,8 +261,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     rope.k_cache = k_cache;
     rope.v_cache = v_cache;
     rope.overlap = overlap_;
-    launch_qkv_rope_kv(rope, stream_);
-    mark("q/k norm + rope + kv write");
 
     AttentionParams attn;
     attn.q = queries_.as<bf16>();
@@ -291,6 +289,12 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.out = act;
     attn.overlap = overlap_;
     attn.sm_count = sm_count_;
+    if (decode_attention_applies_rope(attn, rope)) {
+      attn.rope = rope;
+    } else {
+      launch_qkv_rope_kv(rope, stream_);
+      mark("q/k norm + rope + kv write");
+    }
     launch_paged_attention(attn, stream_);
     mark("attention");
 

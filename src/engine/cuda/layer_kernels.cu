@@ -5,6 +5,7 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
+#include "engine/cuda/rope.cuh"
 
 namespace gpufrac::engine {
 
@@ -77,90 +78,30 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
   }
 }
 
-// One warp per (token, head); lane l holds dims [l * kPerLane, (l + 1) * kPerLane). The
-// rotate-half partner of dim i < head_dim / 2 is i + head_dim / 2, which sits in lane l ^ 16.
-// The block's token's cos/sin per frequency are computed once into shared memory: every head of
-// the token uses the same angles.
+// One warp per (token, head) (rope.cuh); the block's token's angles computed once into shared
+// memory.
 template <int kPerLane>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   constexpr int kHeadDim = kPerLane * 32;
   __shared__ float angle_cos[kHeadDim / 2], angle_sin[kHeadDim / 2];
   wait_for_previous_grid();
   allow_next_grid_launch();
-  int t = blockIdx.x;
-  if (threadIdx.x < kHeadDim / 2) {
-    sincosf(float(p.positions[t]) * p.inv_freq[threadIdx.x], &angle_sin[threadIdx.x],
-            &angle_cos[threadIdx.x]);
-  }
+  const int t = blockIdx.x;
+  rope_angles<kHeadDim>(p, t, angle_cos, angle_sin);
   __syncthreads();
-  int lane = threadIdx.x & 31;
-  int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  int jobs = p.num_heads + 2 * p.num_kv_heads;
-  if (job >= jobs) return;
-  int q_width = p.num_heads * kHeadDim, kv_width = p.num_kv_heads * kHeadDim;
-  int columns = q_width + 2 * kv_width;
-  int kind, head, column;  // kind: 0 q, 1 k, 2 v
-  if (job < p.num_heads) {
-    kind = 0, head = job, column = head * kHeadDim;
-  } else if (job < p.num_heads + p.num_kv_heads) {
-    kind = 1, head = job - p.num_heads, column = q_width + head * kHeadDim;
-  } else {
-    kind = 2, head = job - p.num_heads - p.num_kv_heads, column = q_width + kv_width + head * kHeadDim;
-  }
-  int dim0 = lane * kPerLane;
+  const int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (job >= p.num_heads + 2 * p.num_kv_heads) return;
+  const QkvPart part = job < p.num_heads                  ? QkvPart::q
+                       : job < p.num_heads + p.num_kv_heads ? QkvPart::k
+                                                            : QkvPart::v;
+  const int head = part == QkvPart::q   ? job
+                   : part == QkvPart::k ? job - p.num_heads
+                                        : job - p.num_heads - p.num_kv_heads;
   float v[kPerLane];
-  const int64_t at = int64_t(t) * columns + column + dim0;
-  if (kPerLane % 4 == 0 && !p.qkv.is_bf16 && p.qkv.parts == 1) {  // 16-byte loads
-    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.qkv.data) + at);
-#pragma unroll
-    for (int q = 0; q < kPerLane / 4; ++q) {
-      const float4 f = src[q];
-      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
-    }
-  } else {
-#pragma unroll
-    for (int d = 0; d < kPerLane; ++d) v[d] = read_gemm_output(p.qkv, at + d);
-  }
-  if (p.bias) {
-#pragma unroll
-    for (int d = 0; d < kPerLane; ++d) v[d] += p.bias[column + dim0 + d];
-  }
-  if (kind != 2) {
-    const float* norm = kind == 0 ? p.q_norm : p.k_norm;
-    if (norm) {
-      float sum_squares = 0;
-#pragma unroll
-      for (int d = 0; d < kPerLane; ++d) sum_squares += v[d] * v[d];
-      float scale = rsqrtf(warp_sum(sum_squares) / float(kHeadDim) + p.eps);
-#pragma unroll
-      for (int d = 0; d < kPerLane; ++d) v[d] = v[d] * scale * norm[dim0 + d];
-    }
-    bool first_half = lane < 16;
-#pragma unroll
-    for (int d = 0; d < kPerLane; ++d) {
-      float partner = __shfl_xor_sync(0xffffffffu, v[d], 16);
-      int i = (dim0 + d) % (kHeadDim / 2);
-      float s = angle_sin[i], c = angle_cos[i];
-      v[d] = first_half ? v[d] * c - partner * s : v[d] * c + partner * s;
-    }
-  }
-  bf16* dst;
-  if (kind == 0) {
-    dst = p.q_out + (int64_t(t) * p.num_heads + head) * kHeadDim;
-  } else {
-    int slot = p.slot_mapping[t];
-    if (slot < 0) return;
-    int64_t block = slot / p.block_size, offset = slot % p.block_size;
-    bf16* cache = kind == 1 ? p.k_cache : p.v_cache;
-    dst = cache + ((block * p.num_kv_heads + head) * p.block_size + offset) * kHeadDim;
-  }
-  if constexpr (kPerLane % 4 == 0) {
-#pragma unroll
-    for (int q = 0; q < kPerLane / 4; ++q) store_bf16x4(dst + dim0 + 4 * q, v + 4 * q);
-  } else {
-#pragma unroll
-    for (int d = 0; d < kPerLane; ++d) dst[dim0 + d] = __float2bfloat16_rn(v[d]);
-  }
+  rope_head<kPerLane>(p, t, part, head, angle_cos, angle_sin, v);
+  bf16* dst = part == QkvPart::q ? p.q_out + (int64_t(t) * p.num_heads + head) * kHeadDim
+                                 : kv_slot<kHeadDim>(p, t, part, head);
+  if (dst) store_head<kPerLane>(dst, v);
 }
 
 // Thread (x, token row) takes 8 consecutive outputs, reading gate and up with one 16-byte load
