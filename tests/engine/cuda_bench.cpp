@@ -12,11 +12,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cli_args.h"
@@ -38,12 +40,14 @@ constexpr int kBlockSize = 16;
 
 struct Stats {
   double median = 0, p10 = 0, p90 = 0;
+  std::vector<double> each;  // the samples in the order they were taken
 };
 
 Stats summarize(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  auto at = [&](double q) { return samples[size_t(q * double(samples.size() - 1) + 0.5)]; };
-  return {at(0.5), at(0.1), at(0.9)};
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  auto at = [&](double q) { return sorted[size_t(q * double(sorted.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9), std::move(samples)};
 }
 
 class EventTimer {
@@ -131,11 +135,19 @@ Json stages_json(const std::vector<std::pair<std::string, double>>& stages) {
 }
 
 // forward() of one step, two untimed then ten timed: GPU ms (events around it) and wall ms.
-std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch) {
+// With idle_ms > 0 the GPU idles that long before each step, as between the prompts of a lightly
+// loaded server; back to back, a long prefill draws enough power that the GPU lowers its clocks
+// (nvidia-smi: clocks_event_reasons SW power cap) and each later step takes longer.
+std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch,
+                                     int idle_ms = 0) {
   std::vector<double> gpu_ms, wall_ms;
   EventTimer timer;
   for (int i = 0; i < 12; ++i) {
     StepResult result;
+    if (idle_ms > 0) {
+      GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(runner.stream()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+    }
     timer.start(runner.stream());
     int64_t t0 = monotonic_ns();
     runner.forward(batch, result);
@@ -148,6 +160,9 @@ std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch)
   }
   return {summarize(gpu_ms), summarize(wall_ms)};
 }
+
+// The idle time before each prefill of the "after idle" timing (time_forward).
+constexpr int kPrefillIdleMs = 200;
 
 struct Variant {
   std::string name;
@@ -422,10 +437,14 @@ int bench_main(int argc, char** argv) {
       mixed_variants[variant.name] = {{"gpu_ms", mg.median}, {"wall_ms", mw.median}};
     }
     if (vi == 0) {
+      auto [isolated, isolated_wall] = time_forward(runner, prefill_batch, kPrefillIdleMs);
       prefill_stages = runner.profile_forward(prefill_batch);
       out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
       out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
-                        {"gpu_ms_p10", pg.p10}, {"gpu_ms_p90", pg.p90},
+                        {"gpu_ms_p10", pg.p10}, {"gpu_ms_p90", pg.p90}, {"gpu_ms_each", pg.each},
+                        {"after_idle", {{"idle_ms", kPrefillIdleMs}, {"gpu_ms", isolated.median},
+                                        {"wall_ms", isolated_wall.median},
+                                        {"gpu_ms_each", isolated.each}}},
                         {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
@@ -520,7 +539,9 @@ int bench_main(int argc, char** argv) {
     std::printf("; %s %.2f ms", variants[vi].name.c_str(),
                 prefill_variants[variants[vi].name]["gpu_ms"].get<double>());
   }
-  std::printf("\n");
+  std::printf("\nprefill %d tokens after %d ms idle each (%s): %.2f ms GPU, %.2f ms wall\n", prefill,
+              kPrefillIdleMs, variants[0].name.c_str(), pf["after_idle"]["gpu_ms"].get<double>(),
+              pf["after_idle"]["wall_ms"].get<double>());
   return 0;
 }
 

@@ -197,7 +197,7 @@ void check_gemv_norm_handoff(int hidden, int k1, int n2, uint32_t seed) {
       launch_rmsnorm(r_ref.as<float>(), nullptr, m, hidden, dg.as<float>(), 1e-6f,
                      normed.as<bf16>(), nullptr);
       gemm.run(normed.as<bf16>(), dw2.as<bf16>(), y_ref.data(), false, m, 2 * n2, hidden, nullptr);
-      GemvNorm norm{dg.as<float>(), rows.as<bf16>(), sums.as<float>(), gemv_blocks(m, hidden),
+      GemvNorm norm{dg.as<float>(), rows.as<bf16>(), sums.as<float>(), gemv_groups(m, hidden),
                     1e-6f};
       launch_gemv(dx1.as<bf16>(), dw1.as<bf16>(), r.data(), GemvStore::add_fp32, m, hidden, k1,
                   nullptr, false, &norm);

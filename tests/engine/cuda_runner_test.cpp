@@ -48,10 +48,18 @@ const ModelWeights& tiny_weights() {
   return *weights;
 }
 
-std::unique_ptr<CudaRunner> make_tiny_cuda(bool graphs = true) {
+// The runners the tests compare bit for bit: linear kernels chosen by rule, not by timing (two
+// runners timing near ties could choose differently).
+CudaRunnerOptions reproducible_options() {
   CudaRunnerOptions options;
-  options.use_graphs = graphs;
   options.max_model_len = 4096;
+  options.time_linear_choices = false;
+  return options;
+}
+
+std::unique_ptr<CudaRunner> make_tiny_cuda(bool graphs = true) {
+  CudaRunnerOptions options = reproducible_options();
+  options.use_graphs = graphs;
   auto runner = std::make_unique<CudaRunner>(DeviceWeights::upload(tiny_weights()), options);
   runner->allocate_kv_cache(kNumBlocks, kBlockSize);
   return runner;
@@ -215,8 +223,7 @@ TEST(CudaRunner, GraphReplayEqualsEagerBitwise) {
 // releasing gives it back.
 TEST(CudaRunner, ElasticPoolEqualsWholePoolBitwiseAndGivesMemoryBack) {
   constexpr int kPoolBlocks = 8192;  // tiny's chunk is 1024 blocks (2 MiB of one segment)
-  CudaRunnerOptions options;
-  options.max_model_len = 4096;
+  const CudaRunnerOptions options = reproducible_options();
   CudaRunner whole(DeviceWeights::upload(tiny_weights()), options);
   whole.allocate_kv_cache(kPoolBlocks, kBlockSize);
   CudaRunner elastic(DeviceWeights::upload(tiny_weights()), options);
@@ -454,8 +461,7 @@ TEST(CudaRunner, OverlappedLaunchesEqualPlainLaunchesBitwise) {
   for (const ModelWeights* weights : {&tiny_weights(), &wide_weights}) {
     std::unique_ptr<CudaRunner> runners[2];
     for (int overlap = 0; overlap < 2; ++overlap) {
-      CudaRunnerOptions options;
-      options.max_model_len = 4096;
+      CudaRunnerOptions options = reproducible_options();
       options.kernels.overlap_launches = overlap == 1;
       runners[overlap] = std::make_unique<CudaRunner>(DeviceWeights::upload(*weights), options);
       runners[overlap]->allocate_kv_cache(kNumBlocks, kBlockSize);

@@ -107,6 +107,7 @@ void CudaRunner::tune_linear_layers() {
 void CudaRunner::time_linear_kernels() {
   gemv_wins_.clear();
   if (options_.kernels.gemv_max_tokens == 0) return;
+  const bool timed = options_.time_linear_choices;
   const ModelConfig& c = weights_.config();
   const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int qkv = q_width + 2 * c.kv_width();
@@ -137,22 +138,30 @@ void CudaRunner::time_linear_kernels() {
     for (const Shape& s : shapes) {
       if (m > s.most_rows) continue;
       auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
-      float gemv = time_ms([&](int i) {
-        launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
-      });
-      float cublas =
-          time_ms([&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
-      gemv_wins_[{m, s.n, s.k, false}] = gemv <= cublas;
+      auto gemv = [&] {
+        return time_ms([&](int i) {
+          launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
+        });
+      };
+      auto cublas = [&] {
+        return time_ms([&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
+      };
+      gemv_wins_[{m, s.n, s.k, false}] = !timed || gemv() <= cublas();
     }
-    float fused = time_ms([&](int i) {
-      launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
-    });
-    float separate = time_ms([&](int i) {
-      gemm_->run(x, layer(i).gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
-      launch_silu_mul(gemm_out_.as<bf16>(), m, inter, x, stream_);
-    });
-    gemv_wins_[{m, inter, hidden, true}] = fused <= separate;
+    auto fused = [&] {
+      return time_ms([&](int i) {
+        launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
+      });
+    };
+    auto separate = [&] {
+      return time_ms([&](int i) {
+        gemm_->run(x, layer(i).gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
+        launch_silu_mul(gemm_out_.as<bf16>(), m, inter, x, stream_);
+      });
+    };
+    gemv_wins_[{m, inter, hidden, true}] = !timed || fused() <= separate();
   }
+  if (!timed) return;
   // "6144x2560 m=2-4, 9728x2560+silu m=1-4": the token counts per shape where cuBLASLt won.
   std::map<std::string, std::vector<int>> kept;
   for (const auto& [key, wins] : gemv_wins_) {
@@ -190,7 +199,7 @@ GemvNorm CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, i
     left.weight = next_norm;
     left.rows = gemv_norm_.as<bf16>();
     left.sums = reinterpret_cast<float*>(gemv_norm_.as<char>() + gemv_norm_sums_offset_);
-    left.parts = gemv_blocks(tokens, n);
+    left.parts = gemv_groups(tokens, n);
     left.eps = float(weights_.config().rms_norm_eps);
   }
   launch_gemv(x, w, residual, GemvStore::add_fp32, tokens, n, k, stream_, overlap_,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/gpu_sampler.h"
+#include "engine/cuda/gpu_timing.h"
 #include "engine/cuda/layer_kernels.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/presets.h"
@@ -304,30 +306,72 @@ void CudaRunner::destroy_graphs() {
   graphs_.clear();
 }
 
-void CudaRunner::capture_graphs() {
-  for (int bucket : buckets_) {
-    // One eager run first: loads every kernel module and builds the cuBLASLt plans, none of
-    // which may happen during capture.
-    PackedStep warm = inputs_->pack_padding(bucket);
-    inputs_->upload(stream_);
-    enqueue_step({bucket, bucket, 0, bucket, 1}, warm.arrays);
-    GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+cudaGraphExec_t CudaRunner::capture_decode_graph(int bucket) {
+  // One eager run first: loads every kernel module and builds the cuBLASLt plans, none of which
+  // may happen during capture.
+  PackedStep warm = inputs_->pack_padding(bucket);
+  inputs_->upload(stream_);
+  enqueue_step({bucket, bucket, 0, bucket, 1}, warm.arrays);
+  GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
-    cudaGraph_t graph = nullptr;
-    GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_step({bucket, bucket, 0, bucket, 1}, inputs_->bucket_arrays(bucket));
-    } catch (...) {
-      cudaStreamEndCapture(stream_, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
+  cudaGraph_t graph = nullptr;
+  GPUFRAC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue_step({bucket, bucket, 0, bucket, 1}, inputs_->bucket_arrays(bucket));
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  GPUFRAC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  GPUFRAC_CUDA_CHECK(status);
+  return exec;
+}
+
+void CudaRunner::capture_graphs() {
+  std::string verdicts;  // "1: GEMV 2.671 / cuBLASLt 2.912 ms, ..."
+  for (int bucket : buckets_) {
+    cudaGraphExec_t graph = capture_decode_graph(bucket);
+    // The GEMV was chosen one layer shape at a time; a step runs it between other kernels, where
+    // a near tie can turn. The same step with every linear layer on cuBLASLt is timed against it
+    // (padding rows: the linear layers are the whole difference) and the faster kept.
+    std::vector<std::tuple<int, int, int, bool>> gemv_shapes;
+    for (const auto& [shape, wins] : gemv_wins_) {
+      if (wins && std::get<0>(shape) == bucket) gemv_shapes.push_back(shape);
     }
-    GPUFRAC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    GPUFRAC_CUDA_CHECK(status);
-    graphs_.push_back(exec);
+    if (!gemv_shapes.empty() && options_.time_linear_choices) {
+      for (const auto& shape : gemv_shapes) gemv_wins_[shape] = false;
+      cudaGraphExec_t cublas_graph = nullptr;
+      float gemv_ms = 0, cublas_ms = 0;
+      try {
+        cublas_graph = capture_decode_graph(bucket);
+        gemv_ms = best_graph_replay_ms(stream_, graph);
+        cublas_ms = best_graph_replay_ms(stream_, cublas_graph);
+      } catch (...) {
+        cudaGraphExecDestroy(graph);
+        if (cublas_graph) cudaGraphExecDestroy(cublas_graph);
+        throw;
+      }
+      if (gemv_ms <= cublas_ms) {
+        for (const auto& shape : gemv_shapes) gemv_wins_[shape] = true;
+        cudaGraphExecDestroy(cublas_graph);
+      } else {
+        cudaGraphExecDestroy(graph);
+        graph = cublas_graph;
+      }
+      char verdict[96];
+      std::snprintf(verdict, sizeof verdict, "%s%d: GEMV %.3f / cuBLASLt %.3f ms",
+                    verdicts.empty() ? "" : ", ", bucket, gemv_ms, cublas_ms);
+      verdicts += verdict;
+    }
+    graphs_.push_back(graph);
+  }
+  if (!verdicts.empty()) {
+    log_info("cuda runner: decode steps with the GEMV timed against cuBLASLt alone (the faster "
+             "kept): ", verdicts);
   }
 }
 

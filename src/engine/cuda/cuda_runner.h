@@ -75,6 +75,10 @@ struct CudaRunnerOptions {
   int max_model_len = 0;           // 0: the model's max_position_embeddings
   bool use_graphs = true;          // false: the same padded decode steps, launched eagerly
   CudaKernelChoice kernels = CudaKernelChoice::from_environment();
+  // The GEMV against cuBLASLt decided by timing at start-up (time_linear_kernels, and the decode
+  // graphs in capture_graphs); false: the GEMV wherever it may run, so that two runners run the
+  // same kernels (tests that compare runners bit for bit).
+  bool time_linear_choices = true;
   // Elastic KV: engines on one GPU given the same file map KV memory one at a time (a turn of a
   // TurnLock, common/turn_lock.h); when another engine has the turn, back_kv_blocks() maps
   // nothing and the engine asks again later, as when memory is short. Empty: no turns.
@@ -171,10 +175,15 @@ class CudaRunner final : public ModelRunner {
   // buckets, powers of two and max_tokens_per_step rows, and keeps the fastest (gemm.h).
   void tune_linear_layers();
   // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
-  // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_.
+  // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_
+  // (every entry true without options_.time_linear_choices).
   void time_linear_kernels();
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
+  // The decode graph of `bucket` padding rows, as enqueue_step runs them now.
+  cudaGraphExec_t capture_decode_graph(int bucket);
+  // Every bucket's decode graph; where it runs the GEMV, the same step with cuBLASLt alone is
+  // timed against it and the faster kept (gemv_wins_ follows the verdict).
   void capture_graphs();
   // allocate_kv_cache (elastic = false) and reserve_kv_cache: the pool, its step inputs, graphs.
   void set_up_kv_cache(int num_blocks, int block_size, bool elastic);

@@ -1,5 +1,7 @@
 #include "engine/cuda/gemv.h"
 
+#include <atomic>
+
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
@@ -45,56 +47,54 @@ struct GemvArgs {
   float take_eps;
 };
 
-// One block per kRows weight rows. Plain (kSilu false): rows f0..f0+kRows-1 give those outputs
+// A row group is kRows weight rows. Plain (kSilu false): rows f0..f0+kRows-1 give those outputs
 // of n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
-// outputs silu(gate) * up for f0, f0+1 (bf16). Thread t dots chunks t, t + 128, ... of each row
-// with the same chunks of every x row (loaded once for all rows), kRows x kUnroll weight loads
-// in flight; warps are summed through shared memory. The first batch of weight loads is issued
-// before waiting for the previous kernel (kernel_launch.cuh), which wrote x. A GemvNorm taken
-// (the previous GEMV's block sums, a few KB) is summed right after the wait, while the weights
-// are still in flight; one left is written in the epilogue. Registers are capped so that four
-// blocks fit per SM up to two tokens and three beyond (none spills at those caps).
+// outputs silu(gate) * up for f0, f0+1 (bf16). Block b takes groups b, b + gridDim.x, ...: the
+// grid holds no more blocks than are resident at once (gemv_grid), so no block waits for a slot
+// and each streams its groups back to back. Thread t dots chunks t, t + 128, ... of each row
+// with the same chunks of every x row (read through L1, where they stay for the block's next
+// groups), kRows x kUnroll weight loads in flight; the loads of the next pass, or of the block's
+// next group, are issued before this group's warps are summed through shared memory. The first
+// weight loads are issued before waiting for the previous kernel (kernel_launch.cuh), which
+// wrote x. A GemvNorm taken (the previous GEMV's group sums, a few KB) is summed right after the
+// wait, while the weights are in flight; one left is written per group in the epilogue.
+// Registers are capped so that four blocks fit per SM up to two tokens and three beyond (none
+// spills at those caps).
 template <int kM, bool kSilu, int kRows>
 __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArgs a) {
   static_assert(!kSilu || kRows % 2 == 0, "gate and up rows pair up");
   constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
   constexpr int kWarps = kThreads / 32;
+  constexpr int kStride = kThreads * kUnroll;  // chunks per row one pass of the block covers
   __shared__ float partial[kWarps][kRows][kM];
   __shared__ float taken_sums[kWarps][kM];
   __shared__ float left_squares[kOutputs][kM];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n = a.n, k = a.k;
-  const int f0 = blockIdx.x * kOutputs;
+  const int groups = (n + kOutputs - 1) / kOutputs;
   const int chunks = k / 8;
   const uint4* x_rows = reinterpret_cast<const uint4*>(a.x);
-  const uint4* w_row[kRows];
-  bool row_ok[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    int f = f0 + (kSilu ? r % kOutputs : r);
-    row_ok[r] = f < n;
-    int64_t row = kSilu && r >= kOutputs ? int64_t(f) + n : int64_t(f);
-    w_row[r] = reinterpret_cast<const uint4*>(a.w + (row_ok[r] ? row : 0) * k);
-  }
-  float acc[kRows][kM];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int m = 0; m < kM; ++m) acc[r][m] = 0.0f;
-  }
-  constexpr int kStride = kThreads * kUnroll;  // chunks per row one pass of the block covers
   uint4 wv[kRows][kUnroll];
-  auto load_weights = [&](int c0) {
+  // Weight row r of `group` (null past n) and the loads of one pass starting at chunk c0.
+  auto row_of = [&](int group, int r) -> const uint4* {
+    const int f = group * kOutputs + (kSilu ? r % kOutputs : r);
+    if (f >= n) return nullptr;
+    const int64_t row = kSilu && r >= kOutputs ? int64_t(f) + n : int64_t(f);
+    return reinterpret_cast<const uint4*>(a.w + row * k);
+  };
+  auto load_weights = [&](int group, int c0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * kThreads;
+    for (int r = 0; r < kRows; ++r) {
+      const uint4* w_row = row_of(group, r);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        wv[r][u] = c < chunks && row_ok[r] ? load_streaming(w_row[r] + c) : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + u * kThreads;
+        wv[r][u] = c < chunks && w_row ? load_streaming(w_row + c) : make_uint4(0, 0, 0, 0);
       }
     }
   };
-  load_weights(tid);  // weights only: legal before the previous kernel has finished
+  int group = blockIdx.x;
+  if (group < groups) load_weights(group, tid);  // weights only: legal before the wait
   wait_for_previous_grid();
   allow_next_grid_launch();
   if (a.take_sums) {
@@ -106,87 +106,110 @@ __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArg
       if (lane == 0) taken_sums[warp][m] = sum;
     }
   }
-  for (int c0 = tid; c0 < chunks; c0 += kStride) {
+  for (; group < groups; group += gridDim.x) {
+    float acc[kRows][kM];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * kThreads;
-      if (c < chunks) {
+    for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          const uint4 xv = __ldg(x_rows + int64_t(m) * chunks + c);
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[r][m] += dot8(wv[r][u], xv);
-        }
-      }
+      for (int m = 0; m < kM; ++m) acc[r][m] = 0.0f;
     }
-    if (c0 + kStride < chunks) load_weights(c0 + kStride);
-  }
+    for (int c0 = tid; c0 < chunks; c0 += kStride) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + u * kThreads;
+        if (c < chunks) {
 #pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      float v = warp_sum(acc[r][m]);
-      if (lane == 0) partial[warp][r][m] = v;
-    }
-  }
-  __syncthreads();
-  const int o = tid / kM, m = tid % kM;  // the output this thread finishes, if o < kOutputs
-  const int f = f0 + o;
-  const bool finishes = o < kOutputs && f < n;
-  auto total = [&](int r) {
-    float s = 0.0f;
+          for (int m = 0; m < kM; ++m) {
+            const uint4 xv = __ldg(x_rows + int64_t(m) * chunks + c);
 #pragma unroll
-    for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][r][m];
-    return s;
-  };
-  float scale = 1.0f;
-  if (a.take_sums && o < kOutputs) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kWarps; ++wi) sum += taken_sums[wi][m];
-    scale = rsqrtf(sum / float(k) + a.take_eps);
-  }
-  const int64_t at = int64_t(m) * n + f;
-  if constexpr (kSilu) {
-    if (!finishes) return;
-    const float gate = total(o) * scale, up = total(o + kOutputs) * scale;
-    static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
-  } else {
-    float square = 0.0f;  // of the updated residual, for a GemvNorm left
-    if (finishes) {
-      const float v = total(o) * scale;
-      switch (a.store) {
-        case GemvStore::bf16: static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(v); break;
-        case GemvStore::fp32: static_cast<float*>(a.y)[at] = v; break;
-        case GemvStore::add_fp32: {
-          float* y = static_cast<float*>(a.y);
-          const float r = y[at] + v;
-          y[at] = r;
-          if (a.leaves.weight) {
-            a.leaves.rows[at] = __float2bfloat16_rn(r * a.leaves.weight[f]);
-            square = r * r;
+            for (int r = 0; r < kRows; ++r) acc[r][m] += dot8(wv[r][u], xv);
           }
-          break;
         }
       }
+      if (c0 + kStride < chunks) {
+        load_weights(group, c0 + kStride);
+      } else if (group + int(gridDim.x) < groups) {
+        load_weights(group + gridDim.x, tid);
+      }
     }
-    if (!a.leaves.weight) return;  // the same for every thread of the grid
-    if (o < kOutputs) left_squares[o][m] = square;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        float v = warp_sum(acc[r][m]);
+        if (lane == 0) partial[warp][r][m] = v;
+      }
+    }
     __syncthreads();
-    if (tid < kM) {
+    const int o = tid / kM, m = tid % kM;  // the output this thread finishes, if o < kOutputs
+    const int f = group * kOutputs + o;
+    const bool finishes = o < kOutputs && f < n;
+    auto total = [&](int r) {
+      float s = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][r][m];
+      return s;
+    };
+    float scale = 1.0f;
+    if (a.take_sums && o < kOutputs) {
       float sum = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kOutputs; ++r) sum += left_squares[r][tid];
-      a.leaves.sums[tid * a.leaves.parts + blockIdx.x] = sum;
+      for (int wi = 0; wi < kWarps; ++wi) sum += taken_sums[wi][m];
+      scale = rsqrtf(sum / float(k) + a.take_eps);
     }
+    const int64_t at = int64_t(m) * n + f;
+    if constexpr (kSilu) {
+      if (finishes) {
+        const float gate = total(o) * scale, up = total(o + kOutputs) * scale;
+        static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+      }
+    } else {
+      float square = 0.0f;  // of the updated residual, for a GemvNorm left
+      if (finishes) {
+        const float v = total(o) * scale;
+        switch (a.store) {
+          case GemvStore::bf16: static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(v); break;
+          case GemvStore::fp32: static_cast<float*>(a.y)[at] = v; break;
+          case GemvStore::add_fp32: {
+            float* y = static_cast<float*>(a.y);
+            const float r = y[at] + v;
+            y[at] = r;
+            if (a.leaves.weight) {
+              a.leaves.rows[at] = __float2bfloat16_rn(r * a.leaves.weight[f]);
+              square = r * r;
+            }
+            break;
+          }
+        }
+      }
+      if (a.leaves.weight) {  // the same for every thread of the grid
+        if (o < kOutputs) left_squares[o][m] = square;
+        __syncthreads();
+        if (tid < kM) {
+          float sum = 0.0f;
+#pragma unroll
+          for (int r = 0; r < kOutputs; ++r) sum += left_squares[r][tid];
+          a.leaves.sums[tid * a.leaves.parts + group] = sum;
+        }
+      }
+    }
+    __syncthreads();  // partial and left_squares are the next group's
   }
 }
 
-template <int kM, bool kSilu, int kRows>
-void launch_rows(const GemvArgs& a, cudaStream_t stream, bool overlap) {
-  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
-  launch_kernel(gemv_kernel<kM, kSilu, kRows>, dim3((a.n + kOutputs - 1) / kOutputs),
-                dim3(kThreads), 0, stream, overlap, a);
+// SMs of the current device the process may use (cudaDevAttrMultiProcessorCount, which an MPS
+// active-thread percentage lowers), asked once per device.
+int device_sms() {
+  static std::atomic<int> known[64];
+  int device = 0;
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<int>& slot = known[device % 64];
+  int sms = slot.load(std::memory_order_relaxed);
+  if (sms == 0) {
+    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    slot.store(sms, std::memory_order_relaxed);
+  }
+  return sms;
 }
 
 // Blocks of gemv_kernel<kM, kSilu, kRows> resident at once per SM.
@@ -201,30 +224,42 @@ int blocks_per_sm() {
   return blocks;
 }
 
-// The share of its last wave of resident blocks a grid of `blocks` fills (1: whole waves).
-double last_wave_fill(int64_t blocks, int64_t resident) {
-  const int64_t waves = (blocks + resident - 1) / resident;
-  return double(blocks) / double(waves * resident);
+// Row groups each block takes when `groups` are spread over `slots` blocks (the largest share).
+int64_t groups_per_block(int64_t groups, int64_t slots) { return (groups + slots - 1) / slots; }
+
+// The grid of gemv_kernel<kM, kSilu, kRows> for `groups` row groups: no more blocks than are
+// resident at once, each taking the same number of groups (but the last).
+template <int kM, bool kSilu, int kRows>
+int64_t gemv_grid(int64_t groups) {
+  const int64_t each =
+      groups_per_block(groups, int64_t(blocks_per_sm<kM, kSilu, kRows>()) * device_sms());
+  return (groups + each - 1) / each;
 }
 
-// Rows per block of the plain GEMV: four, or five where four leave the last wave of resident
-// blocks much emptier (n = 2560 on 132 SMs: 640 blocks of four rows are 1.2 waves of 528; 512 of
-// five are one wave). Only one token: with more, five rows need more registers and fewer blocks
-// fit. The fused SiLU form keeps four (gate and up rows pair up).
-int plain_rows_per_block(int m, int n) {
+// Rows per group of the plain GEMV: four, or five where that leaves each block fewer rows to
+// stream (n = 2560 on 132 SMs with 528 blocks resident: 640 groups of four rows are two per
+// block, eight rows; 512 of five are one, five rows). Only one token: with more, five rows need more registers.
+// The fused SiLU form keeps four (gate and up rows pair up).
+int plain_rows_per_group(int m, int n) {
   if (m != 1) return 4;
-  int device = 0, sms = 0;
-  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
-  GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const double fill4 = last_wave_fill((n + 3) / 4, int64_t(blocks_per_sm<1, false, 4>()) * sms);
-  const double fill5 = last_wave_fill((n + 4) / 5, int64_t(blocks_per_sm<1, false, 5>()) * sms);
-  return fill5 > fill4 + 0.1 ? 5 : 4;
+  const int64_t sms = device_sms();
+  const int64_t rows4 = groups_per_block((n + 3) / 4, blocks_per_sm<1, false, 4>() * sms) * 4;
+  const int64_t rows5 = groups_per_block((n + 4) / 5, blocks_per_sm<1, false, 5>() * sms) * 5;
+  return rows5 < rows4 ? 5 : 4;
+}
+
+template <int kM, bool kSilu, int kRows>
+void launch_rows(const GemvArgs& a, cudaStream_t stream, bool overlap) {
+  constexpr int kOutputs = kSilu ? kRows / 2 : kRows;
+  const int64_t grid = gemv_grid<kM, kSilu, kRows>((a.n + kOutputs - 1) / kOutputs);
+  launch_kernel(gemv_kernel<kM, kSilu, kRows>, dim3(unsigned(grid)), dim3(kThreads), 0, stream,
+                overlap, a);
 }
 
 template <int kM, bool kSilu>
 void launch_m(const GemvArgs& a, cudaStream_t stream, bool overlap) {
   if constexpr (kM == 1 && !kSilu) {
-    if (plain_rows_per_block(1, a.n) == 5) {
+    if (plain_rows_per_group(1, a.n) == 5) {
       launch_rows<kM, false, 5>(a, stream, overlap);
       return;
     }
@@ -242,10 +277,10 @@ void launch(const char* name, const GemvArgs& a, int m, cudaStream_t stream, boo
                        "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
   }
   const GemvNorm& left = a.leaves;
-  if (left.weight && (a.store != GemvStore::add_fp32 || left.parts != gemv_blocks(m, a.n) ||
+  if (left.weight && (a.store != GemvStore::add_fp32 || left.parts != gemv_groups(m, a.n) ||
                       misaligned(left.weight) || misaligned(left.rows) || misaligned(left.sums))) {
     throw_cuda_failure(name, __FILE__, __LINE__,
-                       "a GemvNorm is left by an add_fp32 GEMV with parts = gemv_blocks(m, n)");
+                       "a GemvNorm is left by an add_fp32 GEMV with parts = gemv_groups(m, n)");
   }
   switch (m) {
     case 1: launch_m<1, kSilu>(a, stream, overlap); break;
@@ -280,8 +315,8 @@ GemvArgs arguments(const char* name, const bf16* x, const bf16* w, void* y, Gemv
 
 }  // namespace
 
-int gemv_blocks(int m, int n) {
-  const int rows = plain_rows_per_block(m, n);
+int gemv_groups(int m, int n) {
+  const int rows = plain_rows_per_group(m, n);
   return (n + rows - 1) / rows;
 }
 

@@ -1,9 +1,11 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32, or added to an fp32 matrix (the residual stream). One block of 128 threads per 4 weight
-// rows (5 for one token where that fills the last wave of resident blocks better: n = 2560 on
-// 132 SMs): every thread streams a share of the rows' 16-byte chunks (4 loads in flight per row
-// and thread, not kept in L1) and dots them with the same chunks of all m rows of x (read once
+// fp32, or added to an fp32 matrix (the residual stream). The weight rows go in groups of 4 (5
+// for one token where that leaves each block fewer rows: n = 2560 on 132 SMs) to a grid of no
+// more blocks of 128 threads than are resident at once on the SMs the process may use, each
+// block taking the same number of groups and issuing the loads of its next group before it sums
+// the current one. Every thread streams a share of a group's 16-byte chunks (4 loads in flight
+// per row and thread, not kept in L1) and dots them with the same chunks of all m rows of x (read
 // through the L1 cache for all the rows); the warps are summed in shared memory. The weights
 // cross the memory bus exactly once per step. cuBLASLt (gemm.h) reaches ~3.0 of the ~4.3 TB/s
 // at these shapes; this kernel is meant to get close to the copy bandwidth.
@@ -30,7 +32,7 @@ enum class GemvStore { bf16, fp32, add_fp32 };
 
 // RMSNorm(r) W^T for the residual rows r a GEMV with GemvStore::add_fp32 has just updated
 // (y = r, [m][n]), carried to the next GEMV instead of a norm kernel: the first leaves
-//   rows[t][i] = bf16(r[t][i] * weight[i])   and   sums[t][b] = sum of r[t][i]^2 over its block b,
+//   rows[t][i] = bf16(r[t][i] * weight[i])   and   sums[t][b] = sum of r[t][i]^2 over row group b,
 // the next multiplies `rows` and scales token t's outputs by 1 / sqrt(sum_b sums[t][b] / n +
 // eps). That is RMSNorm(r) W^T up to rounding: bf16(r * g) * s in place of bf16(r * s * g), the
 // sums in a fixed order (the same bits every run).
@@ -38,15 +40,15 @@ struct GemvNorm {
   const float* weight = nullptr;  // g: [n], the norm's weight
   bf16* rows = nullptr;           // [m][n]
   float* sums = nullptr;          // [m][parts]
-  int parts = 0;                  // blocks of the GEMV that leaves it: gemv_blocks(m, n)
+  int parts = 0;                  // row groups of the GEMV that leaves it: gemv_groups(m, n)
   float eps = 0;
 };
 
-// Blocks of launch_gemv for m tokens and n outputs (GemvNorm::parts).
-int gemv_blocks(int m, int n);
+// Row groups of launch_gemv for m tokens and n outputs (GemvNorm::parts).
+int gemv_groups(int m, int n);
 
 // y = x W^T stored as `store`. With `leaves` (store add_fp32, y the residual rows, leaves->
-// parts == gemv_blocks(m, n)), also the GemvNorm of the updated rows. With `takes`, x is
+// parts == gemv_groups(m, n)), also the GemvNorm of the updated rows. With `takes`, x is
 // takes->rows and every output is scaled as GemvNorm says (k is the norm's n).
 void launch_gemv(const bf16* x, const bf16* w, void* y, GemvStore store, int m, int n, int k,
                  cudaStream_t stream, bool overlap = false, const GemvNorm* leaves = nullptr,

@@ -16,4 +16,7 @@ namespace gpufrac::engine {
 float best_ms_per_call(cudaStream_t stream, int calls, const std::function<void(int)>& call,
                        int runs = 3);
 
+// The best of `runs` replays of `graph` on `stream`, in GPU ms (after one untimed replay).
+float best_graph_replay_ms(cudaStream_t stream, cudaGraphExec_t graph, int runs = 5);
+
 }  // namespace gpufrac::engine

@@ -198,6 +198,15 @@ def main():
       f"{against(p['gpu_ms'], PREFILL_TARGET_MS, 'ms')}. The TTFT target (p50 <= "
       f"{TTFT_TARGET_MS:.0f} ms at ISL 2048) is measured through `gpufrac bench` against "
       "`gpufrac serve --device cuda`.")
+    idle = p.get("after_idle")
+    if idle:
+        each = ", ".join(f"{x:.2f}" for x in p.get("gpu_ms_each", []))
+        w(f"\nThe same prefill after {idle['idle_ms']} ms of idle GPU before each (as between the "
+          f"prompts of a lightly loaded server): GPU {idle['gpu_ms']:.2f} ms, `forward()` wall "
+          f"{idle['wall_ms']:.2f} ms; against the target: "
+          f"{against(idle['gpu_ms'], PREFILL_TARGET_MS, 'ms')}. Back to back (the figure above, "
+          f"each run in order: {each} ms) the prefills draw the GPU to its power limit and it "
+          "lowers its clocks (nvidia-smi reports the SW power cap as the clock event reason).")
 
     rows = serve_rows(a.serve_bench) if a.serve_bench else []
     if rows:
