@@ -3,12 +3,12 @@
 // Measures, in one process: the device copy bandwidth and a large bf16 GEMM's rate (the two
 // ceilings), every linear layer shape of the model through cuBLASLt at several token counts,
 // decode steps per batch size (CUDA-graph replay timed with events: GPU time; and forward()
-// wall time: what a caller sees), one long prefill, and one serving step (decodes beside a
-// prompt chunk, as gpufrac serve mixes them). Every decode and prefill point runs once per
-// kernel variant (--variants: the fast paths against the simple kernels, as ratios in the same
-// run), the GEMV against cuBLASLt per shape, and per-stage breakdowns of eager steps (events
-// between the stages). Prints tables last and writes every number to --json. Run by
-// tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// wall time: what a caller sees), one long prefill (back to back, and after an idle GPU), and
+// one serving step (decodes beside a prompt chunk, as gpufrac serve mixes them). Every decode
+// and prefill point runs once per kernel variant (--variants: the fast paths against the simple
+// kernels, as ratios in the same run), the GEMV against cuBLASLt per shape, and per-stage
+// breakdowns of eager steps (events between the stages). Prints tables last and writes every
+// number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
