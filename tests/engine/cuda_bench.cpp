@@ -539,9 +539,9 @@ int bench_main(int argc, char** argv) {
     std::printf("; %s %.2f ms", variants[vi].name.c_str(),
                 prefill_variants[variants[vi].name]["gpu_ms"].get<double>());
   }
-  std::printf("\nprefill %d tokens after %d ms idle each (%s): %.2f ms GPU, %.2f ms wall\n", prefill,
-              kPrefillIdleMs, variants[0].name.c_str(), pf["after_idle"]["gpu_ms"].get<double>(),
-              pf["after_idle"]["wall_ms"].get<double>());
+  std::printf("\nprefill %d tokens after %d ms idle each (%s): %.2f ms GPU, %.2f ms wall\n",
+              prefill, kPrefillIdleMs, variants[0].name.c_str(),
+              pf["after_idle"]["gpu_ms"].get<double>(), pf["after_idle"]["wall_ms"].get<double>());
   return 0;
 }
 

@@ -144,7 +144,8 @@ void CudaRunner::time_linear_kernels() {
         });
       };
       auto cublas = [&] {
-        return time_ms([&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
+        return time_ms(
+            [&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
       };
       gemv_wins_[{m, s.n, s.k, false}] = !timed || gemv() <= cublas();
     }

@@ -198,16 +198,16 @@ __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArg
 }
 
 // SMs of the current device the process may use (cudaDevAttrMultiProcessorCount, which an MPS
-// active-thread percentage lowers), asked once per device.
+// active-thread percentage lowers), asked once per device (each time past kRememberedDevices).
 int device_sms() {
-  static std::atomic<int> known[64];
+  constexpr int kRememberedDevices = 64;
+  static std::atomic<int> remembered[kRememberedDevices];
   int device = 0;
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
-  std::atomic<int>& slot = known[device % 64];
-  int sms = slot.load(std::memory_order_relaxed);
+  int sms = device < kRememberedDevices ? remembered[device].load(std::memory_order_relaxed) : 0;
   if (sms == 0) {
     GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    slot.store(sms, std::memory_order_relaxed);
+    if (device < kRememberedDevices) remembered[device].store(sms, std::memory_order_relaxed);
   }
   return sms;
 }
@@ -238,8 +238,8 @@ int64_t gemv_grid(int64_t groups) {
 
 // Rows per group of the plain GEMV: four, or five where that leaves each block fewer rows to
 // stream (n = 2560 on 132 SMs with 528 blocks resident: 640 groups of four rows are two per
-// block, eight rows; 512 of five are one, five rows). Only one token: with more, five rows need more registers.
-// The fused SiLU form keeps four (gate and up rows pair up).
+// block, eight rows; 512 of five are one, five rows). Only one token: with more, five rows need
+// more registers. The fused SiLU form keeps four (gate and up rows pair up).
 int plain_rows_per_group(int m, int n) {
   if (m != 1) return 4;
   const int64_t sms = device_sms();
