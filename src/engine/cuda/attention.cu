@@ -153,27 +153,38 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
   }
 }
 
-// Merges the splits of one (row, head): weights 2^(lse_z - max lse).
+// Merges the splits of one (row, head): weights 2^(lse_z - max lse). Every load of a row is
+// issued at once (its log-sum-exps by the first warp, then each thread's values of all splits),
+// so the kernel costs two round trips to L2 however many splits there are.
 // `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
 __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
+  __shared__ float weights[kMaxSplits];
   wait_for_previous_grid();
   allow_next_grid_launch();
   if (flash_min_queries > 0 &&
       row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
     return;
   }
-  int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
-  const float* lse = p.partial_lse + head_row * p.splits;
-  float max_lse = -INFINITY;
-  for (int z = 0; z < p.splits; ++z) max_lse = fmaxf(max_lse, lse[z]);
+  const int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
+  if (threadIdx.x < 32) {
+    const int z = threadIdx.x;
+    const float lse = z < p.splits ? p.partial_lse[head_row * p.splits + z] : -INFINITY;
+    const float top = warp_max(lse);
+    weights[z] = top == -INFINITY ? 0.0f : exp2f(lse - top);
+  }
+  __syncthreads();
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    const float* values = p.partial_out + head_row * p.splits * p.head_dim + d;
+    float split_values[kMaxSplits];
+#pragma unroll
+    for (int z = 0; z < kMaxSplits; ++z) {
+      split_values[z] = z < p.splits ? values[z * p.head_dim] : 0.0f;
+    }
     float total = 0, value = 0;
-    if (max_lse != -INFINITY) {
-      for (int z = 0; z < p.splits; ++z) {
-        float w = exp2f(lse[z] - max_lse);
-        total += w;
-        value += w * p.partial_out[(head_row * p.splits + z) * p.head_dim + d];
-      }
+#pragma unroll
+    for (int z = 0; z < kMaxSplits; ++z) {
+      total += weights[z];
+      value += weights[z] * split_values[z];
     }
     p.out[head_row * p.head_dim + d] = __float2bfloat16_rn(total > 0 ? value / total : 0.0f);
   }
