@@ -360,7 +360,8 @@ int bench_main(int argc, char** argv) {
   for (int b = 0; b < blocks_per_seq; ++b) table[size_t(b)] = max_batch * blocks_per_seq + b;
   StepBatch prefill_batch;
   prefill_batch.sequences.push_back({prompt, 0, table, true, {}});
-  // The serving step: the largest batch's first DECODES sequences, then a chunk of the prompt.
+  // The serving step: the largest batch's first DECODES sequences, then a prompt chunk of TOKENS
+  // random tokens (as long as --prefill or not).
   StepBatch mixed_batch;
   std::vector<int32_t> chunk;  // the chunk's tokens: the batch refers to them
   if (!mixed.empty()) {
@@ -368,7 +369,8 @@ int bench_main(int argc, char** argv) {
                          (std::max_element(batches.begin(), batches.end()) - batches.begin());
     mixed_batch.sequences.assign(largest->sequences.begin(),
                                  largest->sequences.begin() + mixed[0]);
-    chunk.assign(prompt.begin(), prompt.begin() + mixed[1]);
+    chunk.resize(size_t(mixed[1]));
+    for (int32_t& t : chunk) t = token(rng);
     mixed_batch.sequences.push_back({chunk, context / 2, table, true, {}});
   }
   const double linear_params = double(c.num_layers) *

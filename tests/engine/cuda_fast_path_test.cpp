@@ -436,6 +436,19 @@ TEST(CudaFastPathAttention, SplitsFillWholeWaves) {
   }
 }
 
+// A decode-only step streams whole contexts (three K/V stages, two blocks per SM) once its
+// unsplit grid fills nine tenths of such a wave: 238 of 264 slots on 132 SMs, 30 rows of 8 KV
+// heads.
+TEST(CudaFastPathAttention, WholeContextsFromNineTenthsOfAWave) {
+  EXPECT_FALSE(decode_streams_whole_contexts(1, 32, 8, 132));
+  EXPECT_FALSE(decode_streams_whole_contexts(29, 32, 8, 132));  // 232 blocks
+  EXPECT_TRUE(decode_streams_whole_contexts(30, 32, 8, 132));   // 240 blocks
+  EXPECT_TRUE(decode_streams_whole_contexts(64, 32, 8, 132));   // two waves
+  EXPECT_FALSE(decode_streams_whole_contexts(3, 32, 8, 16));    // 24 of 32 slots
+  EXPECT_TRUE(decode_streams_whole_contexts(4, 32, 8, 16));     // 32 of 32 slots
+  EXPECT_FALSE(decode_streams_whole_contexts(64, 32, 8, 0));    // SM count unknown
+}
+
 TEST(CudaFastPathAttention, DecodeRowsMatchSimpleAtManyContexts) {
   AttentionCase c;
   for (int context : {1, 2, 15, 16, 17, 63, 64, 65, 300, 2048}) c.seqs.push_back({context - 1, 1});

@@ -220,6 +220,11 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
   return best;
 }
 
+bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count) {
+  const int64_t blocks = int64_t(rows) * num_kv_heads * head_groups(num_heads, num_kv_heads);
+  return sm_count > 0 && 10 * blocks >= 9 * int64_t(kWholeContextBlocksPerSm) * sm_count;
+}
+
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
   int64_t most = 0;
   const int64_t kv_blocks = int64_t(num_kv_heads) * head_groups(num_heads, num_kv_heads);
@@ -242,8 +247,12 @@ bool decode_attention_applies_rope(const AttentionParams& p, const QkvRopeParams
   const int64_t rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
   const int64_t blocks =
       rows * p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads) * int64_t(p.splits);
+  const int64_t slots = p.splits == 1 && decode_streams_whole_contexts(int(rows), p.num_heads,
+                                                                       p.num_kv_heads, p.sm_count)
+                            ? int64_t(kWholeContextBlocksPerSm) * p.sm_count
+                            : split_grid_slots(p.sm_count);
   return runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) &&
-         p.max_queries == 1 && p.sm_count > 0 && blocks <= split_grid_slots(p.sm_count) &&
+         p.max_queries == 1 && p.sm_count > 0 && blocks <= slots &&
          rope.head_dim == p.head_dim && rope.qkv.data != nullptr && !rope.qkv.is_bf16 &&
          rope.qkv.parts == 1;
 }

@@ -21,8 +21,9 @@
 //   rows x two query heads of one KV head per block; one head where the group is odd or where
 //   the pairs' blocks would not fill the sm_count SMs; 64-key K/V tiles in shared memory, online
 //   softmax in registers); every other row (decode) goes to a kernel that stages 64-key K/V
-//   tiles in shared memory with 16-byte loads and computes all query heads of its KV head from
-//   them, split over the context as above; its grid spans rows [0, decode_rows) and the split
+//   tiles in shared memory with 16-byte loads (three tiles in flight in a decode-only step
+//   that streams whole contexts, decode_streams_whole_contexts; two otherwise) and computes all query heads of its KV head from them, split over the context as above; its
+//   grid spans rows [0, decode_rows) and the split
 //   count is planned for those rows (a served step puts its decodes first, before the prompt
 //   chunks). With overlapped launches the decode kernel runs beside the flash kernel of its step
 //   instead of after it (attention_fast.cu says why that is safe).
@@ -96,6 +97,12 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
 // 64 positions of `max_context`; 0 (unknown: graph capture) plans for 2048. Grids of 8 waves or
 // more are not split.
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context);
+// Whether a decode-only step's `rows` stream whole contexts instead of splitting them: when the
+// unsplit grid fills at least nine tenths of one wave of the kernel with three K/V stages in
+// flight (two blocks per SM; at Qwen3-4B's 8 KV heads on 132 SMs, from 30 rows). The runner then
+// runs one split and launch_paged_attention that kernel (beside prompt chunks it plans and runs
+// as before: the flash kernel needs the room).
+bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
 // SM count.
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);

@@ -37,6 +37,19 @@ __host__ __device__ constexpr int two_stage_shared_bytes() {
   return 2 * 2 * kTileKeys * tile_stride<kHeadDim>() * int(sizeof(bf16));
 }
 
+// Dynamic shared memory of the decode kernel with kStages K/V stages, and its blocks per SM:
+// two stages fit three blocks (kDecodeBlocksPerSm, what attention_splits plans with), three fit
+// two (kWholeContextBlocksPerSm).
+template <int kHeadDim, int kStages>
+__host__ __device__ constexpr int decode_shared_bytes() {
+  return two_stage_shared_bytes<kHeadDim>() / 2 * kStages;
+}
+template <int kStages>
+__host__ __device__ constexpr int decode_blocks_per_sm() {
+  static_assert(kStages == 2 || kStages == 3, "the two decode kernels");
+  return kStages == 2 ? kDecodeBlocksPerSm : kWholeContextBlocksPerSm;
+}
+
 // Loads positions [t0, t0 + kTileKeys) of one KV head into shared tiles (row stride kStride
 // elements) with 16-byte cp.async copies (no staging in registers); positions at or past `end`
 // are zero-filled and their table entries never read. p.block_size is a power of two
@@ -87,12 +100,15 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// The two-stage cp.async pipeline over the K/V tiles [begin, end) of one sequence's KV head.
+// The kStages-stage cp.async pipeline over the K/V tiles [begin, end) of one sequence's KV head.
 // Stage s of `tiles` holds a K tile and then a V tile (2 * kTileKeys * kStride elements).
-// kv_pipeline_start starts the first tile's copy into stage 0; kv_pipeline_next, called before
-// the tile at `t0` (in `stage`) is computed, starts the copy of the tile after it into the other
-// stage, waits for tile t0, and syncs the block. Tile i + 1 is in flight while tile i computes.
-template <int kHeadDim, int kStride>
+// kv_pipeline_start starts the copies of the first kStages - 1 tiles into stages 0, 1, ...;
+// kv_pipeline_next, called before the tile at `t0` (in `stage`) is computed, starts the copy of
+// the tile kStages - 1 after it into the stage computed last, waits for tile t0, and syncs the
+// block. Tiles i + 1 .. i + kStages - 1 are in flight while tile i computes. With more than two
+// stages every call commits one copy group (empty past `end`), so waiting for all but the last
+// kStages - 1 groups is waiting for tile t0.
+template <int kHeadDim, int kStride, int kStages = 2>
 __device__ __forceinline__ void kv_pipeline_start(const AttentionParams& p, const int32_t* table,
                                                   int kv_head, int begin, int end, bf16* tiles) {
   if (begin >= end) return;
@@ -100,21 +116,40 @@ __device__ __forceinline__ void kv_pipeline_start(const AttentionParams& p, cons
   load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles,
                                         tiles + kTileElements);
   cp_async_commit();
+#pragma unroll
+  for (int s = 1; s + 1 < kStages; ++s) {
+    const int t = begin + s * kTileKeys;
+    if (t < end) {
+      bf16* dst = tiles + s * 2 * kTileElements;
+      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t, end, dst, dst + kTileElements);
+    }
+    cp_async_commit();
+  }
 }
 
-template <int kHeadDim, int kStride>
+template <int kHeadDim, int kStride, int kStages = 2>
 __device__ __forceinline__ void kv_pipeline_next(const AttentionParams& p, const int32_t* table,
                                                  int kv_head, int t0, int end, bf16* tiles,
                                                  int stage) {
   constexpr int kTileElements = kTileKeys * kStride;
-  if (t0 + kTileKeys < end) {
-    bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
-    load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t0 + kTileKeys, end, next,
-                                          next + kTileElements);
-    cp_async_commit();
-    cp_async_wait<1>();
+  if constexpr (kStages == 2) {  // no empty groups: in this form the flash kernel (two stages)
+    if (t0 + kTileKeys < end) {  // fits its registers without spilling
+      bf16* next = tiles + (stage ^ 1) * 2 * kTileElements;
+      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t0 + kTileKeys, end, next,
+                                            next + kTileElements);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
   } else {
-    cp_async_wait<0>();
+    const int t = t0 + (kStages - 1) * kTileKeys;
+    if (t < end) {
+      bf16* next = tiles + ((stage + kStages - 1) % kStages) * 2 * kTileElements;
+      load_kv_tile_async<kHeadDim, kStride>(p, table, kv_head, t, end, next, next + kTileElements);
+    }
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
   }
   __syncthreads();
 }
@@ -434,6 +469,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 // n-tiles), an online softmax of its own (running max and sum per head), O += P V (one k-step,
 // ldmatrix.trans for V). The four warps' (max, sum, O) are merged through shared memory at the
 // end, then written as the output (splits == 1) or as the split's partial and log-sum-exp.
+// kStages K/V stages in shared memory (kv_pipeline_next); with p.rope the last one holds the
+// block's q rows until the loop first refills it.
 //
 // beside_flash: launched right after the flash kernel of the same step, the blocks start without
 // waiting for it, so decode rows stream their K/V while the prompt chunks compute. This bends
@@ -442,8 +479,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 // of this grid starts before every flash block has; the flash kernel writes only its own output
 // rows, which nothing here reads. Every block waits for the flash kernel before it exits, so this
 // grid still completes after it and the kernels after attention see both.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
+template <int kHeadDim, int kStages>
+__global__ void __launch_bounds__(kThreads, decode_blocks_per_sm<kStages>())
     decode_attention_kernel(AttentionParams p, bool beside_flash) {
   if (!beside_flash) wait_for_previous_grid();
   allow_next_grid_launch();
@@ -477,13 +514,15 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
   const int end = min(context, begin + chunk);
 
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
-  // With p.rope: this kernel runs q/k norm + RoPE (rope.cuh) into stage 1's K tile (free until
-  // the loop's first refill), and the block whose range holds the row's own position writes
-  // that position's K/V first (then fences, so its copies read them).
+  // With p.rope: this kernel runs q/k norm + RoPE (rope.cuh) into the last stage's K tile (free
+  // until the loop's first refill), and the block whose range holds the row's own position
+  // writes that position's K/V first (then fences, so its copies read them).
   const bool applies_rope = p.rope.qkv.data != nullptr;
   const bool writes_kv = applies_rope && begin <= context - 1 && context - 1 < end;
-  bf16* q_stage = tiles + 2 * kTileElements;
-  if (!writes_kv) kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
+  bf16* q_stage = tiles + (kStages - 1) * 2 * kTileElements;
+  if (!writes_kv) {
+    kv_pipeline_start<kHeadDim, kStride, kStages>(p, table, kv_head, begin, end, tiles);
+  }
   if (applies_rope) {
     rope_angles<kHeadDim>(p.rope, row, angle_cos, angle_sin);
     __syncthreads();
@@ -499,7 +538,9 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
     }
     if (writes_kv) __threadfence();  // the copies (cp.async.cg) read the cache from L2
     __syncthreads();
-    if (writes_kv) kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, begin, end, tiles);
+    if (writes_kv) {
+      kv_pipeline_start<kHeadDim, kStride, kStages>(p, table, kv_head, begin, end, tiles);
+    }
   }
   const bool head_ok = g < group;
   const int head = first_head + (head_ok ? g : 0);
@@ -511,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
     qf[st][0] = head_ok ? load_u32(q_row + st * 16 + 2 * t4) : 0u;
     qf[st][1] = head_ok ? load_u32(q_row + st * 16 + 2 * t4 + 8) : 0u;
   }
-  if (applies_rope) __syncthreads();  // q_stage is read before the loop refills stage 1
+  if (applies_rope) __syncthreads();  // q_stage is read before the loop refills that stage
   float o[kDimTiles][4];
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -520,10 +561,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm)
   const int mi = lane >> 3, mr = lane & 7;
 
   // Two stages: tile i + 1 is in flight while tile i is computed (the first was started above).
-  for (int t0 = begin, stage = 0; t0 < end; t0 += kTileKeys, stage ^= 1) {
+  for (int t0 = begin, stage = 0; t0 < end;
+       t0 += kTileKeys, stage = stage + 1 == kStages ? 0 : stage + 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
     const bf16* vs = ks + kTileElements;
-    kv_pipeline_next<kHeadDim, kStride>(p, table, kv_head, t0, end, tiles, stage);
+    kv_pipeline_next<kHeadDim, kStride, kStages>(p, table, kv_head, t0, end, tiles, stage);
 
     float s[2][4];
 #pragma unroll
@@ -640,13 +682,22 @@ void launch_flash(const AttentionParams& p, cudaStream_t stream) {
                 p.overlap, p);
 }
 
+template <int kHeadDim, int kStages>
+void launch_decode(const AttentionParams& p, int decode_rows, bool beside_flash,
+                   cudaStream_t stream) {
+  constexpr int kShared = decode_shared_bytes<kHeadDim, kStages>();
+  static const cudaError_t raised =
+      cudaFuncSetAttribute(decode_attention_kernel<kHeadDim, kStages>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+  GPUFRAC_CUDA_CHECK(raised);
+  launch_kernel(decode_attention_kernel<kHeadDim, kStages>,
+                dim3(decode_rows, p.num_kv_heads, p.splits), dim3(kThreads), kShared, stream,
+                p.overlap, p, beside_flash);
+}
+
 template <int kHeadDim>
 void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const bool flash = p.max_queries >= kFlashMinQueries;
-  constexpr int kShared = two_stage_shared_bytes<kHeadDim>();
-  static const cudaError_t raised = cudaFuncSetAttribute(
-      decode_attention_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
-  GPUFRAC_CUDA_CHECK(raised);
   const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
   if (flash) {
     // Two heads per warp where the heads of a KV head pair up, unless the pairs' blocks would
@@ -663,8 +714,15 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   }
   if (p.min_queries >= kFlashMinQueries) return;  // no decode rows: every sequence is flash's
   if (decode_rows == 0) return;
-  launch_kernel(decode_attention_kernel<kHeadDim>, dim3(decode_rows, p.num_kv_heads, p.splits),
-                dim3(kThreads), kShared, stream, p.overlap, p, flash);
+  // Whole contexts streamed by a grid that fills the SMs: three tiles in flight. Split grids,
+  // small ones and the blocks beside the flash kernel keep two, which leaves room for more
+  // blocks per SM (and, at batch 1, for the GEMV's blocks beside them).
+  if (p.splits == 1 && !flash &&
+      decode_streams_whole_contexts(decode_rows, p.num_heads, p.num_kv_heads, p.sm_count)) {
+    launch_decode<kHeadDim, 3>(p, decode_rows, flash, stream);
+  } else {
+    launch_decode<kHeadDim, 2>(p, decode_rows, flash, stream);
+  }
   if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }
 

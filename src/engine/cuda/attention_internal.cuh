@@ -13,6 +13,8 @@ constexpr int kMaxGroup = 8;  // query heads per KV head handled by one block
 // Blocks of the fast decode kernel resident per SM (its launch bounds): attention_splits plans
 // the grid in waves of this many blocks per SM.
 constexpr int kDecodeBlocksPerSm = 3;
+// Blocks per SM of the decode kernel with three K/V stages (decode_streams_whole_contexts).
+constexpr int kWholeContextBlocksPerSm = 2;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // True when row r's sequence `seq` has at least `min_queries` rows this step (the flash kernel

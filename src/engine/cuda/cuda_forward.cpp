@@ -239,8 +239,12 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
                                                        c.num_kv_heads, c.head_dim, block_size_);
   const int decode_rows =
       flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
-  const int splits =
-      attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_, shape.max_context);
+  const bool whole_contexts =
+      shape.max_queries < kFlashMinQueries &&
+      decode_streams_whole_contexts(decode_rows, c.num_heads, c.num_kv_heads, sm_count_);
+  const int splits = whole_contexts ? 1
+                                    : attention_splits(decode_rows, c.num_heads, c.num_kv_heads,
+                                                       sm_count_, shape.max_context);
 
   // What the last projection added into the residual left for the next norm (GemvNorm; no
   // weight: the next norm runs as a kernel of its own).
