@@ -99,9 +99,9 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context);
 // Whether a decode-only step's `rows` stream whole contexts instead of splitting them: when the
 // unsplit grid fills at least nine tenths of one wave of the kernel with three K/V stages in
-// flight (two blocks per SM; at Qwen3-4B's 8 KV heads on 132 SMs, from 30 rows). The runner then
-// runs one split and launch_paged_attention that kernel (beside prompt chunks it plans and runs
-// as before: the flash kernel needs the room).
+// flight (two blocks per SM; at Qwen3-4B's 8 KV heads on 132 SMs, from 30 rows). With the fast
+// kernels the runner then runs one split and launch_paged_attention that kernel (beside prompt
+// chunks it plans and runs as before: the flash kernel needs the room).
 bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
 // SM count.

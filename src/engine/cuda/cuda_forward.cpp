@@ -239,8 +239,9 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
                                                        c.num_kv_heads, c.head_dim, block_size_);
   const int decode_rows =
       flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
+  // The simple kernel keeps its splits: it has no three-stage form.
   const bool whole_contexts =
-      shape.max_queries < kFlashMinQueries &&
+      flash_takes_prompts && shape.max_queries < kFlashMinQueries &&
       decode_streams_whole_contexts(decode_rows, c.num_heads, c.num_kv_heads, sm_count_);
   const int splits = whole_contexts ? 1
                                     : attention_splits(decode_rows, c.num_heads, c.num_kv_heads,
