@@ -4,17 +4,17 @@ from the step times measured on the H200, for several scheduler policies: a clos
 simulation of the engine's scheduler (src/engine/scheduler.cpp: decodes first, then prompt
 chunks FCFS within the step's token budget) with a cost model of each step.
 
-Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, version 8,
-2026-12-03; raw: docs/results/raw/2026-12-03-h200/engine-v8/engine/engine-bench.json):
+Step cost (ms), from docs/results/engine-h200.md (H200, driver 580.159.04, version 11,
+2026-12-04; raw: docs/results/raw/2026-12-04-h200/engine-v11/engine/engine-bench.json):
 - pure decode step of D sequences: the decode graph of D's bucket (measured at context 2048);
 - step with P prompt tokens and D decodes (eager, no graph): linear layers at D + P tokens
   (cuBLASLt alone: the benchmark's per-shape table times the 36 layers) + the decode step's
   non-linear part (graph - its linear layers)
-  + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 30.2 ms
+  + P x the prompt's non-linear cost per token (attention, norms, RoPE, SiLU: what the 30.8 ms
   prefill of 2048 tokens spends outside the linear layers and the eager overhead) + the eager
   launch overhead; with decodes, plus a constant that makes the measured served step (31
-  decodes at context 2048 + a 481-token chunk, --served-step-ms) come out exact (version 8
-  runs the decodes' attention beside the chunk's, which the sum above does not know);
+  decodes at context 2048 + a 481-token chunk, --served-step-ms) come out exact (since version
+  8 the decodes' attention runs beside the chunk's, which the sum above does not know);
 - plus the engine's CPU time per step where it is not overlapped with the GPU (version 3: the
   ITL at c=1 minus the batch-1 graph; version 4: 0, steps are pipelined).
 The last line asks which served-step time the serve's policy (512 tokens with decodes) needs
@@ -26,12 +26,12 @@ import bisect
 import statistics
 
 # Measured (engine-h200.md): decode graph GPU ms at context 2048, by batch bucket.
-DECODE_GRAPH_MS = {1: 2.931, 2: 3.253, 4: 3.580, 8: 3.944, 16: 4.550, 32: 5.807, 64: 8.272}
+DECODE_GRAPH_MS = {1: 2.582, 2: 3.106, 4: 3.489, 8: 3.845, 16: 4.539, 32: 5.678, 64: 8.011}
 BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64]
 # cuBLASLt alone for all linear layers of Qwen3-4B (the per-shape table x 36), ms by token count.
-LINEAR_MS = [(1, 2.46), (32, 2.40), (64, 2.41), (128, 2.67), (2048, 22.07)]
-PREFILL_2048_MS = 30.18  # engine-h200.md, forward() wall time of one 2048-token prompt
-SERVED_STEP_MS = 12.01   # engine-h200.md: 31 decodes at context 2048 + a 481-token chunk
+LINEAR_MS = [(1, 2.47), (32, 2.39), (64, 2.41), (128, 2.66), (2048, 22.69)]
+PREFILL_2048_MS = 30.78  # engine-h200.md, forward() wall time of one 2048-token prompt
+SERVED_STEP_MS = 12.40   # engine-h200.md: 31 decodes at context 2048 + a 481-token chunk
 SERVED_STEP = (31, 481)
 ISL, OSL = 2048, 256
 
@@ -135,9 +135,9 @@ def main():
         ("v4: + 1024 with decodes", Model(args.eager_ms, 0.0), 8192, 1024),
         ("v4: + 512 with decodes", Model(args.eager_ms, 0.0), 8192, 512),
         ("v4: + 288 with decodes", Model(args.eager_ms, 0.0), 8192, 288),
-        ("v8: + 512, served step fitted", served, 8192, 512),
-        ("v8: + 1024, served step fitted", served, 8192, 1024),
-        ("v8: + 288, served step fitted", served, 8192, 288),
+        ("fitted: + 512 with decodes", served, 8192, 512),
+        ("fitted: + 1024 with decodes", served, 8192, 1024),
+        ("fitted: + 288 with decodes", served, 8192, 288),
     ]
     print(f"eager overhead {args.eager_ms} ms/step, v3 CPU {args.cpu_ms_v3:.3f} ms/step; "
           "c: output tok/s, TTFT p50 ms, ITL p50 ms")
