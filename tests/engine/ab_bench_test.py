@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Tests tests/gpu/engine/ab_bench.py against a stand-in for gpufrac_cuda_bench (a script that
+writes the bench's JSON shape and logs each call): the builds alternate, every round's value is
+printed, the ratio is of the medians, each side gets its own environment, a --pack archive
+serves as a build, and a failed run or a --json among the bench's arguments is an error. No GPU.
+
+Run: python3 tests/engine/ab_bench_test.py  (CTest runs it with label unit)
+"""
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+import unittest
+
+SOURCE = os.environ.get("GPUFRAC_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+AB_BENCH = os.path.join(SOURCE, "tests", "gpu", "engine", "ab_bench.py")
+
+# Decode batch 1 takes BASE + 0.2 ms per earlier call of the same build (FAKE_CALLS counts them);
+# the prefill 10x that, the serving step 5x. FAIL=1 exits 3 without writing anything.
+FAKE_BENCH = textwrap.dedent("""\
+    #!/usr/bin/env python3
+    import json, os, sys
+    side, base = os.environ["FAKE_SIDE"], float(os.environ["FAKE_BASE"])
+    if os.environ.get("FAIL") == "1":
+        print("no usable CUDA device")
+        sys.exit(3)
+    calls = os.environ["FAKE_CALLS"]
+    with open(calls, "a") as f:
+        f.write(side + " " + os.environ.get("EXTRA", "-") + "\\n")
+    earlier = sum(1 for line in open(calls) if line.split()[0] == side) - 1
+    ms = base + 0.2 * earlier
+    result = {"decode": [{"batch": 1, "graph_gpu_ms": ms}],
+              "prefill": {"tokens": 2048, "gpu_ms": 10 * ms, "after_idle": {"gpu_ms": 9 * ms}},
+              "mixed_step": {"decodes": 31, "chunk_tokens": 481, "gpu_ms": 5 * ms}}
+    json.dump(result, open(sys.argv[sys.argv.index("--json") + 1], "w"))
+""")
+
+
+def make_build(root, side, base):
+    """A build directory whose tests/engine/gpufrac_cuda_bench is the stand-in."""
+    build = os.path.join(root, "build-" + side)
+    os.makedirs(os.path.join(build, "tests", "engine"))
+    path = os.path.join(build, "tests", "engine", "gpufrac_cuda_bench")
+    with open(path, "w") as f:
+        f.write(FAKE_BENCH)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return build
+
+
+class AbBenchTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = self.dir.name
+        self.calls = os.path.join(self.root, "calls")
+        self.a = make_build(self.root, "a", 2.0)
+        self.b = make_build(self.root, "b", 1.9)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def ab(self, *extra, bench_args=("--batches", "1")):
+        env = dict(os.environ, FAKE_CALLS=self.calls)
+        command = [sys.executable, AB_BENCH, "--a", self.a, "--b", self.b,
+                   "--out", os.path.join(self.root, "out"), *extra, "--", *bench_args]
+        return subprocess.run(command, env=env, capture_output=True, text=True)
+
+    def test_builds_alternate_and_the_ratio_is_of_the_medians(self):
+        done = self.ab("--rounds", "2", "--env-a", "FAKE_SIDE=a", "--env-a", "FAKE_BASE=2.0",
+                       "--env-b", "FAKE_SIDE=b", "--env-b", "FAKE_BASE=1.9",
+                       "--env-b", "EXTRA=switched")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(self.calls) as f:
+            self.assertEqual(f.read().split("\n"),
+                             ["a -", "b switched", "a -", "b switched", ""])
+        lines = {line.split("  ")[0].strip(): line for line in done.stdout.splitlines()}
+        # A: 2.0, 2.2 (median 2.1); B: 1.9, 2.1 (median 2.0).
+        self.assertIn("2.000 / 2.200  ->  1.900 / 2.100  B/A 0.952", lines["decode batch 1"])
+        self.assertIn("20.000 / 22.000  ->  19.000 / 21.000  B/A 0.952", lines["prefill 2048"])
+        self.assertIn("B/A 0.952", lines["prefill 2048 after idle"])
+        self.assertIn("10.000 / 11.000  ->  9.500 / 10.500", lines["serving step 31+481"])
+
+    def test_a_pack_archive_is_unpacked(self):
+        archive = os.path.join(self.root, "b.tar.xz")
+        with tarfile.open(archive, "w:xz") as tar:
+            tar.add(self.b, arcname="gpu-pack")
+        self.b = archive
+        done = self.ab("--rounds", "1", "--env-a", "FAKE_SIDE=a", "--env-a", "FAKE_BASE=2.0",
+                       "--env-b", "FAKE_SIDE=b", "--env-b", "FAKE_BASE=1.0")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("2.000  ->  1.000  B/A 0.500", done.stdout)
+
+    def test_a_failed_run_stops_with_its_log(self):
+        done = self.ab("--env-a", "FAKE_SIDE=a", "--env-a", "FAKE_BASE=2", "--env-b",
+                       "FAKE_SIDE=b", "--env-b", "FAKE_BASE=2", "--env-b", "FAIL=1")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("exited 3", done.stderr)
+        self.assertIn("no usable CUDA device", done.stderr)
+
+    def test_json_among_the_bench_arguments_is_a_usage_error(self):
+        done = self.ab(bench_args=("--json", "x.json"))
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--json is set per run", done.stderr)
+
+    def test_a_build_without_the_bench_is_named(self):
+        os.remove(os.path.join(self.b, "tests", "engine", "gpufrac_cuda_bench"))
+        done = self.ab()
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("no executable", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
