@@ -206,7 +206,8 @@ int bench_main(int argc, char** argv) {
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), simple-attention (fast GEMV, simple attention), cublas (fast "
-              "attention, cuBLASLt GEMMs), simple (version 1)",
+              "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
+              "as NAME#2, ...",
               "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
@@ -226,8 +227,11 @@ int bench_main(int argc, char** argv) {
   const int prefill = int(parse_int(args.get("prefill"), "--prefill"));
   const int iterations = int(parse_int(args.get("iterations"), "--iterations"));
   std::vector<Variant> variants;
-  for (const std::string& name : split_names(args.get("variants"))) {
-    variants.push_back(parse_variant(name));
+  const std::vector<std::string> names = split_names(args.get("variants"));
+  for (size_t i = 0; i < names.size(); ++i) {
+    variants.push_back(parse_variant(names[i]));
+    const auto repeats = std::count(names.begin(), names.begin() + long(i), names[i]);
+    if (repeats > 0) variants.back().name += "#" + std::to_string(repeats + 1);
   }
   if (variants.empty()) throw UsageError("--variants: name at least one variant");
   const std::vector<int> profile_batches = parse_int_list(args.get("profile-batches"),

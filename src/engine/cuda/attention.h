@@ -22,11 +22,12 @@
 //   the pairs' blocks would not fill the sm_count SMs; 64-key K/V tiles in shared memory, online
 //   softmax in registers); every other row (decode) goes to a kernel that stages 64-key K/V
 //   tiles in shared memory with 16-byte loads (three tiles in flight in a decode-only step
-//   that streams whole contexts, decode_streams_whole_contexts; two otherwise) and computes all query heads of its KV head from them, split over the context as above; its
-//   grid spans rows [0, decode_rows) and the split
-//   count is planned for those rows (a served step puts its decodes first, before the prompt
-//   chunks). With overlapped launches the decode kernel runs beside the flash kernel of its step
-//   instead of after it (attention_fast.cu says why that is safe).
+//   that streams whole contexts, decode_streams_whole_contexts; two otherwise) and computes all
+//   query heads of its KV head from them, split over the context as above; its grid spans rows
+//   [0, decode_rows) and the split count is planned for those rows (a served step puts its
+//   decodes first, before the prompt chunks). With overlapped launches the decode kernel runs
+//   beside the flash kernel of its step instead of after it (attention_fast.cu says why that is
+//   safe).
 #pragma once
 
 #include <cuda_runtime.h>
