@@ -2,7 +2,8 @@
 """Tests tests/gpu/engine/ab_bench.py against a stand-in for gpufrac_cuda_bench (a script that
 writes the bench's JSON shape and logs each call): the builds alternate, every round's value is
 printed, the ratio is of the medians, each side gets its own environment, a --pack archive
-serves as a build, and a failed run or a --json among the bench's arguments is an error. No GPU.
+serves as a build, build B's tests run first, and a failed test or run or a --json among the
+bench's arguments is an error. No GPU.
 
 Run: python3 tests/engine/ab_bench_test.py  (CTest runs it with label unit)
 """
@@ -91,6 +92,25 @@ class AbBenchTest(unittest.TestCase):
                        "--env-b", "FAKE_SIDE=b", "--env-b", "FAKE_BASE=1.0")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("2.000  ->  1.000  B/A 0.500", done.stdout)
+
+    def test_a_failing_test_of_build_b_stops_before_timing(self):
+        for name, status in (("good_test", 0), ("bad_test", 1)):
+            path = os.path.join(self.b, "tests", "engine", name)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n" + "echo '[  FAILED  ] Suite.Case' >&2\n" * status +
+                        f"exit {status}\n")
+            os.chmod(path, 0o755)
+        env = ("--env-a", "FAKE_SIDE=a", "--env-a", "FAKE_BASE=2", "--env-b", "FAKE_SIDE=b",
+               "--env-b", "FAKE_BASE=2")
+        passed = self.ab("--rounds", "1", "--test", "good_test", *env)
+        self.assertEqual(passed.returncode, 0, passed.stderr)
+        self.assertIn("good_test: passed", passed.stdout)
+        os.remove(self.calls)
+        failed = self.ab("--test", "good_test", "--test", "bad_test", *env)
+        self.assertEqual(failed.returncode, 1)
+        self.assertIn("bad_test failed", failed.stderr)
+        self.assertIn("Suite.Case", failed.stderr)
+        self.assertFalse(os.path.exists(self.calls))  # nothing timed
 
     def test_a_failed_run_stops_with_its_log(self):
         done = self.ab("--env-a", "FAKE_SIDE=a", "--env-a", "FAKE_BASE=2", "--env-b",

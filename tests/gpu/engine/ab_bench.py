@@ -10,12 +10,14 @@ serving step of --mixed when given.
 
 Run (on the GPU machine):
   python3 tests/gpu/engine/ab_bench.py --a BUILD_A --b BUILD_B [--rounds 2] [--out DIR]
-      [--env-a VAR=VALUE]... [--env-b VAR=VALUE]... -- BENCH_ARGS...
+      [--env-a VAR=VALUE]... [--env-b VAR=VALUE]... [--test NAME]... -- BENCH_ARGS...
 e.g. `... -- --model qwen3-4b --batches 1,32 --context 2048 --prefill 2048 --mixed 31,481
 --variants fast`. BUILD_x: a build directory (its tests/engine/gpufrac_cuda_bench), the bench
 executable itself, or a `scripts/gpu-check --pack` archive (*.tar.xz, unpacked first). Each run's
-JSON and log go to --out (default: a new temporary directory). Exit status: 0 when every run
-succeeded, 1 when one failed (its log's last lines are printed), 2 on a usage error.
+JSON and log go to --out (default: a new temporary directory). --test NAME runs build B's test
+program NAME (beside its bench, e.g. cuda_fast_path_test) first, in B's environment, and times
+nothing when one fails. Exit status: 0 when every run succeeded, 1 when a test or a run failed
+(its log's last lines are printed), 2 on a usage error.
 """
 import argparse
 import json
@@ -70,6 +72,25 @@ def points(result):
     return out
 
 
+def run_test(path, env, log_path):
+    """Runs one GoogleTest program; True when it passed."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        print(f"ab_bench: no test program {path}", file=sys.stderr)
+        return False
+    with open(log_path, "w") as log:
+        status = subprocess.run([path, "--gtest_brief=1"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT).returncode
+    with open(log_path) as log:
+        lines = log.readlines()
+    if status != 0:
+        failed = [line for line in lines if "FAILED" in line or "Failure" in line][:10]
+        print(f"ab_bench: {os.path.basename(path)} failed ({log_path}):\n" + "".join(failed),
+              file=sys.stderr)
+        return False
+    print(f"{os.path.basename(path)}: passed")
+    return True
+
+
 def run_bench(path, args, env, json_path, log_path):
     with open(log_path, "w") as log:
         status = subprocess.run([path, *args, "--json", json_path], env=env, stdout=log,
@@ -93,6 +114,8 @@ def main():
     parser.add_argument("--env-a", action="append", default=[], metavar="VAR=VALUE")
     parser.add_argument("--env-b", action="append", default=[], metavar="VAR=VALUE")
     parser.add_argument("--out", help="directory for each run's JSON and log")
+    parser.add_argument("--test", action="append", default=[], metavar="NAME",
+                        help="a test program of build B to pass before timing (repeatable)")
     parser.add_argument("bench_args", nargs=argparse.REMAINDER,
                         help="-- then gpufrac_cuda_bench's arguments (not --json)")
     args = parser.parse_args()
@@ -105,6 +128,11 @@ def main():
     os.makedirs(out, exist_ok=True)
     sides = {"A": (bench_path(args.a, out, "a"), environment(args.env_a, "--env-a")),
              "B": (bench_path(args.b, out, "b"), environment(args.env_b, "--env-b"))}
+    b_bench, b_env = sides["B"]
+    for name in args.test:
+        test = os.path.join(os.path.dirname(b_bench), name)
+        if not run_test(test, b_env, os.path.join(out, f"test-{name}.log")):
+            return 1
     values = {"A": {}, "B": {}}  # side -> point -> [ms per round]
     order = []
     for round_index in range(1, args.rounds + 1):
