@@ -243,14 +243,18 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
          fast_attention_supported(num_heads, num_kv_heads, head_dim, block_size);
 }
 
+int decode_kernel_stages(const AttentionParams& p) {
+  const int rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
+  const bool whole = p.splits == 1 && p.max_queries < kFlashMinQueries &&
+                     decode_streams_whole_contexts(rows, p.num_heads, p.num_kv_heads, p.sm_count);
+  return whole ? 3 : 2;
+}
+
 bool decode_attention_applies_rope(const AttentionParams& p, const QkvRopeParams& rope) {
   const int64_t rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
   const int64_t blocks =
       rows * p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads) * int64_t(p.splits);
-  const int64_t slots = p.splits == 1 && decode_streams_whole_contexts(int(rows), p.num_heads,
-                                                                       p.num_kv_heads, p.sm_count)
-                            ? int64_t(kWholeContextBlocksPerSm) * p.sm_count
-                            : split_grid_slots(p.sm_count);
+  const int64_t slots = int64_t(decode_blocks_per_sm(decode_kernel_stages(p))) * p.sm_count;
   return runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) &&
          p.max_queries == 1 && p.sm_count > 0 && blocks <= slots &&
          rope.head_dim == p.head_dim && rope.qkv.data != nullptr && !rope.qkv.is_bf16 &&

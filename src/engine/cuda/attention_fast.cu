@@ -37,17 +37,12 @@ __host__ __device__ constexpr int two_stage_shared_bytes() {
   return 2 * 2 * kTileKeys * tile_stride<kHeadDim>() * int(sizeof(bf16));
 }
 
-// Dynamic shared memory of the decode kernel with kStages K/V stages, and its blocks per SM:
-// two stages fit three blocks (kDecodeBlocksPerSm, what attention_splits plans with), three fit
-// two (kWholeContextBlocksPerSm).
+// Dynamic shared memory of the decode kernel with kStages K/V stages (two fit three blocks per
+// SM, three two: decode_blocks_per_sm).
 template <int kHeadDim, int kStages>
 __host__ __device__ constexpr int decode_shared_bytes() {
-  return two_stage_shared_bytes<kHeadDim>() / 2 * kStages;
-}
-template <int kStages>
-__host__ __device__ constexpr int decode_blocks_per_sm() {
   static_assert(kStages == 2 || kStages == 3, "the two decode kernels");
-  return kStages == 2 ? kDecodeBlocksPerSm : kWholeContextBlocksPerSm;
+  return two_stage_shared_bytes<kHeadDim>() / 2 * kStages;
 }
 
 // Loads positions [t0, t0 + kTileKeys) of one KV head into shared tiles (row stride kStride
@@ -480,7 +475,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 // rows, which nothing here reads. Every block waits for the flash kernel before it exits, so this
 // grid still completes after it and the kernels after attention see both.
 template <int kHeadDim, int kStages>
-__global__ void __launch_bounds__(kThreads, decode_blocks_per_sm<kStages>())
+__global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
     decode_attention_kernel(AttentionParams p, bool beside_flash) {
   if (!beside_flash) wait_for_previous_grid();
   allow_next_grid_launch();
@@ -560,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm<kStages>())
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int mi = lane >> 3, mr = lane & 7;
 
-  // Two stages: tile i + 1 is in flight while tile i is computed (the first was started above).
+  // Tiles i + 1 .. i + kStages - 1 are in flight while tile i is computed (started above).
   for (int t0 = begin, stage = 0; t0 < end;
        t0 += kTileKeys, stage = stage + 1 == kStages ? 0 : stage + 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
@@ -716,9 +711,8 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   if (decode_rows == 0) return;
   // Whole contexts streamed by a grid that fills the SMs: three tiles in flight. Split grids,
   // small ones and the blocks beside the flash kernel keep two, which leaves room for more
-  // blocks per SM (and, at batch 1, for the GEMV's blocks beside them).
-  if (p.splits == 1 && !flash &&
-      decode_streams_whole_contexts(decode_rows, p.num_heads, p.num_kv_heads, p.sm_count)) {
+  // blocks per SM (at batch 1 three stages made the step 20% slower).
+  if (decode_kernel_stages(p) == 3) {
     launch_decode<kHeadDim, 3>(p, decode_rows, flash, stream);
   } else {
     launch_decode<kHeadDim, 2>(p, decode_rows, flash, stream);

@@ -15,6 +15,10 @@ constexpr int kMaxGroup = 8;  // query heads per KV head handled by one block
 constexpr int kDecodeBlocksPerSm = 3;
 // Blocks per SM of the decode kernel with three K/V stages (decode_streams_whole_contexts).
 constexpr int kWholeContextBlocksPerSm = 2;
+// Blocks of the fast decode kernel with `stages` K/V stages resident per SM (its launch bounds).
+__host__ __device__ constexpr int decode_blocks_per_sm(int stages) {
+  return stages == 3 ? kWholeContextBlocksPerSm : kDecodeBlocksPerSm;
+}
 constexpr float kLog2e = 1.4426950408889634f;
 
 // True when row r's sequence `seq` has at least `min_queries` rows this step (the flash kernel
@@ -22,6 +26,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, int min_queries) {
   return p.seq_query_start[seq + 1] - p.seq_query_start[seq] >= min_queries;
 }
+
+// K/V stages of the fast decode kernel for p's decode rows: three in a decode-only step of one
+// split that streams whole contexts (decode_streams_whole_contexts), two otherwise.
+int decode_kernel_stages(const AttentionParams& p);
 
 // Merges split partials into p.out for every row not owned by the flash kernel
 // (flash_min_queries 0: every row).
