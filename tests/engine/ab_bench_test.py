@@ -3,9 +3,12 @@
 writes the bench's JSON shape and logs each call): the builds alternate, every round's value is
 printed, the ratio is of the medians, each side gets its own environment, a --pack archive
 serves as a build, build B's tests run first, and a failed test or run or a --json among the
-bench's arguments is an error. No GPU.
+bench's arguments is an error. With --serve, against the real `gpufrac` (GPUFRAC_BINARY, which
+CTest sets) serving the tiny model on the CPU: both builds' servers measured by gpufrac bench at
+two concurrencies, a server that never becomes healthy named with its log, and per-run
+arguments refused. No GPU.
 
-Run: python3 tests/engine/ab_bench_test.py  (CTest runs it with label unit)
+Run: GPUFRAC_BINARY=build/gpufrac python3 tests/engine/ab_bench_test.py  (CTest: label unit)
 """
 import os
 import stat
@@ -129,6 +132,62 @@ class AbBenchTest(unittest.TestCase):
         done = self.ab()
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("no executable", done.stderr)
+
+
+@unittest.skipUnless(os.environ.get("GPUFRAC_BINARY"), "needs GPUFRAC_BINARY (CTest sets it)")
+class AbBenchServeTest(unittest.TestCase):
+    """--serve with the real gpufrac: `gpufrac serve --model tiny --device cpu` and its bench."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = self.dir.name
+        self.builds = []
+        for side in ("a", "b"):
+            build = os.path.join(self.root, "build-" + side)
+            os.makedirs(build)
+            os.symlink(os.path.abspath(os.environ["GPUFRAC_BINARY"]), os.path.join(build, "gpufrac"))
+            self.builds.append(build)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def ab(self, serve, *bench_args):
+        command = [sys.executable, AB_BENCH, "--a", self.builds[0], "--b", self.builds[1],
+                   "--rounds", "1", "--out", os.path.join(self.root, "out"), "--serve", serve,
+                   "--", *bench_args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+    def test_both_servers_are_measured_per_run_point(self):
+        done = self.ab("--model tiny --device cpu --max-model-len 256", "--isl", "16", "--osl",
+                       "4", "--concurrency", "1,2", "--requests", "4", "--warmup", "1")
+        self.assertEqual(done.returncode, 0, done.stderr + done.stdout)
+        rows = {line.split("  ")[0]: line for line in done.stdout.splitlines() if "B/A" in line}
+        self.assertEqual(list(rows), [f"c{c} {point}" for c in (1, 2) for point in
+                                      ("output tok/s", "TTFT p50 ms", "ITL p50 ms")])
+        for name, line in rows.items():
+            a, b = line[len(name):].split("B/A")[0].split("->")
+            self.assertGreater(float(a), 0, line)
+            self.assertGreater(float(b), 0, line)
+        for side in ("a", "b"):
+            summary = os.path.join(self.root, "out", f"{side}-1-bench", "dedicated-m1", "c2",
+                                   "summary.json")
+            self.assertTrue(os.path.isfile(summary), summary)
+            with open(os.path.join(self.root, "out", f"{side}-1-serve.log")) as log:
+                self.assertIn("listening on http://", log.read())
+
+    def test_a_server_that_never_becomes_healthy_is_named_with_its_log(self):
+        done = self.ab("--model no-such-model --device cpu", "--concurrency", "1")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("did not become healthy", done.stderr)
+        self.assertIn("no-such-model", done.stderr)
+
+    def test_per_run_arguments_are_usage_errors(self):
+        for serve, bench in (("--model tiny", ("--target", "http://x")),
+                             ("--model tiny", ("--out", "d")),
+                             ("--model tiny --port 8000", ())):
+            done = self.ab(serve, *bench)
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn("is set per run by ab_bench", done.stderr)
 
 
 if __name__ == "__main__":
