@@ -156,6 +156,7 @@ def run_engine_bench(path, args, env, stem):
 def wait_listening(server, log_path):
     """The port `gpufrac serve --port 0` listens on once /health answers, or None."""
     deadline = time.monotonic() + HEALTHY_WITHIN_S
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no http_proxy
     port = None
     while time.monotonic() < deadline and server.poll() is None:
         if port is None:
@@ -164,7 +165,7 @@ def wait_listening(server, log_path):
             port = found and found.group(1)
         if port:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                with direct.open(f"http://127.0.0.1:{port}/health", timeout=5) as r:
                     if r.status == 200:
                         return port
             except OSError:
