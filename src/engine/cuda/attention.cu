@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 // so the kernel costs two round trips to L2 however many splits there are.
 // `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
 __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
+  static_assert(kMaxSplits <= 32, "the first warp holds one split's log-sum-exp per lane");
   __shared__ float weights[kMaxSplits];
   wait_for_previous_grid();
   allow_next_grid_launch();

@@ -61,19 +61,19 @@ class Measured:
         self.served_step = (mixed["decodes"], mixed["chunk_tokens"])
         self.served_step_ms = mixed["gpu_ms"]
 
+    def decode_step_ms(self, decodes):
+        """The decode graph of the bucket that holds `decodes` sequences."""
+        bucket = next(b for b in BUCKETS if b >= decodes)
+        if bucket in self.decode_graph_ms:
+            return self.decode_graph_ms[bucket]
+        return interpolate(sorted(self.decode_graph_ms.items()), bucket)
+
 
 def interpolate(points, x):
     xs = [p[0] for p in points]
     i = min(max(bisect.bisect_left(xs, x), 1), len(points) - 1)
     (x0, y0), (x1, y1) = points[i - 1], points[i]
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-
-
-def decode_graph_ms(measured, d):
-    bucket = next(b for b in BUCKETS if b >= d)
-    if bucket in measured.decode_graph_ms:
-        return measured.decode_graph_ms[bucket]
-    return interpolate(sorted(measured.decode_graph_ms.items()), bucket)
 
 
 class Model:
@@ -90,8 +90,8 @@ class Model:
     def gpu_ms(self, decodes, prompt_tokens):
         m = self.measured
         if prompt_tokens == 0:
-            return decode_graph_ms(m, decodes)
-        decode_rest = (decode_graph_ms(m, decodes) - interpolate(m.linear_ms, decodes)
+            return m.decode_step_ms(decodes)
+        decode_rest = (m.decode_step_ms(decodes) - interpolate(m.linear_ms, decodes)
                        if decodes else 0)
         return (interpolate(m.linear_ms, decodes + prompt_tokens) + decode_rest +
                 prompt_tokens * self.prompt_ms_per_token + self.eager_ms)
