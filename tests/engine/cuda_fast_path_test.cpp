@@ -374,7 +374,8 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   p.scale = 1.0f / std::sqrt(float(d));
   p.splits = c.forced_splits > 0
                  ? c.forced_splits
-                 : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, 132, max_context);
+                 : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, 132, max_context,
+                                    max_queries >= kFlashMinQueries);
   const size_t out_elements = size_t(rows) * c.num_heads * d;
   DeviceBuffer partial_out(out_elements * size_t(p.splits) * 4, "partials");
   DeviceBuffer partial_lse(size_t(rows) * c.num_heads * size_t(p.splits) * 4, "partial lse");
@@ -414,23 +415,29 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
 }
 
 // attention_splits plans whole waves of kDecodeBlocksPerSm (3) blocks per SM: Qwen3-4B's 8 KV
-// heads at 132 SMs (396 slots).
+// heads at 132 SMs (396 slots); beside the flash kernel, of one block per SM (132 slots).
 TEST(CudaFastPathAttention, SplitsFillWholeWaves) {
-  EXPECT_EQ(attention_splits(1, 32, 8, 132, 2048), 32);  // 256 blocks of one tile: one wave
+  EXPECT_EQ(attention_splits(1, 32, 8, 132, 2048, false), 32);  // 256 blocks of one tile
   // 32 rows: 1 split is 256 blocks of 32 tiles (one wave, 65% full), 2 splits 1.3 waves; 3
   // splits are two full waves of 11 tiles.
-  EXPECT_EQ(attention_splits(32, 32, 8, 132, 2048), 3);
-  EXPECT_EQ(attention_splits(396, 32, 8, 132, 2048), 1);  // 8 waves: never split
-  EXPECT_EQ(attention_splits(1, 32, 8, 16, 2048), 6);     // 48 slots under a 12.5% MPS share
-  EXPECT_LE(attention_splits(1, 32, 8, 132, 100), 2);     // every split covers 64 positions
-  EXPECT_EQ(attention_splits(1, 32, 8, 132, 0), 32);      // unknown context: planned for 2048
+  EXPECT_EQ(attention_splits(32, 32, 8, 132, 2048, false), 3);
+  EXPECT_EQ(attention_splits(396, 32, 8, 132, 2048, false), 1);  // 8 waves: never split
+  EXPECT_EQ(attention_splits(1, 32, 8, 16, 2048, false), 6);     // 48 slots at a 12.5% share
+  EXPECT_LE(attention_splits(1, 32, 8, 132, 100, false), 2);     // splits cover 64 positions
+  EXPECT_EQ(attention_splits(1, 32, 8, 132, 0, false), 32);      // unknown: planned for 2048
+  // Beside a flash kernel: a served step's 31 decodes stay whole (248 blocks, two waves of 132
+  // slots; three splits would be six), a single decode takes 16 splits (128 blocks, one wave).
+  EXPECT_EQ(attention_splits(31, 32, 8, 132, 2048, true), 1);
+  EXPECT_EQ(attention_splits(1, 32, 8, 132, 2048, true), 16);
   for (int sms : {1, 16, 66, 132}) {
     const int64_t floats = attention_partial_floats(32, 8, 128, sms);
-    for (int rows = 1; rows <= 4096; ++rows) {
-      const int splits = attention_splits(rows, 32, 8, sms, 0);
-      ASSERT_GE(splits, 1);
-      if (splits > 1) {
-        ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
+    for (bool beside_flash : {false, true}) {
+      for (int rows = 1; rows <= 4096; ++rows) {
+        const int splits = attention_splits(rows, 32, 8, sms, 0, beside_flash);
+        ASSERT_GE(splits, 1);
+        if (splits > 1) {
+          ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
+        }
       }
     }
   }

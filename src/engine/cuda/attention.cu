@@ -192,7 +192,9 @@ __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) 
 }
 
 // Decode-attention blocks resident at once on `sm_count` SMs: one wave of the split grid.
-int split_grid_slots(int sm_count) { return kDecodeBlocksPerSm * std::max(sm_count, 1); }
+int split_grid_slots(int sm_count, bool beside_flash) {
+  return (beside_flash ? kDecodeBlocksBesideFlash : kDecodeBlocksPerSm) * std::max(sm_count, 1);
+}
 constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unsplit
 
 }  // namespace
@@ -204,10 +206,11 @@ void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cuda
                 0, stream, p.overlap, p, flash_min_queries);
 }
 
-int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context) {
+int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context,
+                     bool beside_flash) {
   constexpr int kBlockCostTiles = 1, kPlannedContext = 2048;
   const int64_t blocks = int64_t(rows) * num_kv_heads * head_groups(num_heads, num_kv_heads);
-  const int64_t slots = split_grid_slots(sm_count);
+  const int64_t slots = split_grid_slots(sm_count, beside_flash);
   if (blocks <= 0 || blocks >= kUnsplitWaves * slots) return 1;
   const int tiles = std::max(1, ((max_context > 0 ? max_context : kPlannedContext) + 63) / 64);
   auto cost = [&](int splits) {
@@ -229,11 +232,13 @@ bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, in
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
   int64_t most = 0;
   const int64_t kv_blocks = int64_t(num_kv_heads) * head_groups(num_heads, num_kv_heads);
-  const int64_t most_split_rows =
-      kUnsplitWaves * split_grid_slots(sm_count) / std::max<int64_t>(kv_blocks, 1);
-  for (int rows = 1; rows <= most_split_rows; ++rows) {
-    int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0);
-    if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
+  for (bool beside_flash : {false, true}) {
+    const int64_t most_split_rows = kUnsplitWaves * split_grid_slots(sm_count, beside_flash) /
+                                    std::max<int64_t>(kv_blocks, 1);
+    for (int rows = 1; rows <= most_split_rows; ++rows) {
+      int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0, beside_flash);
+      if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
+    }
   }
   return most;
 }

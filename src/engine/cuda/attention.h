@@ -93,11 +93,13 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
                          int block_size);
 
 // How many context splits to run `rows` query rows in on `sm_count` SMs: the count whose grid,
-// in waves of kDecodeBlocksPerSm blocks per SM, finishes first when each block costs its 64-key
-// tiles plus one tile of fixed cost; a larger count must win by 10%. Every split covers at least
-// 64 positions of `max_context`; 0 (unknown: graph capture) plans for 2048. Grids of 8 waves or
-// more are not split.
-int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context);
+// in waves of kDecodeBlocksPerSm blocks per SM (one per SM `beside_flash`: the decode rows of a
+// step with prompt chunks, whose blocks share the SMs with the flash kernel's), finishes first
+// when each block costs its 64-key tiles plus one tile of fixed cost; a larger count must win by
+// 10%. Every split covers at least 64 positions of `max_context`; 0 (unknown: graph capture)
+// plans for 2048. Grids of 8 waves or more are not split.
+int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context,
+                     bool beside_flash);
 // Whether a decode-only step's `rows` stream whole contexts instead of splitting them: when the
 // unsplit grid fills at least nine tenths of one wave of the kernel with three K/V stages in
 // flight (two blocks per SM; at Qwen3-4B's 8 KV heads on 132 SMs, from 30 rows). With the fast
@@ -105,7 +107,7 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
 // chunks it plans and runs as before: the flash kernel needs the room).
 bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
-// SM count.
+// SM count, beside the flash kernel or not.
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);
 
 // Whether the decode kernel takes the step's q/k norm + RoPE + KV write over (AttentionParams::

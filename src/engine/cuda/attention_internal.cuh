@@ -13,6 +13,10 @@ constexpr int kMaxGroup = 8;  // query heads per KV head handled by one block
 // Blocks of the fast decode kernel resident per SM (its launch bounds): attention_splits plans
 // the grid in waves of this many blocks per SM.
 constexpr int kDecodeBlocksPerSm = 3;
+// Decode blocks per SM beside the flash kernel of a step with prompt chunks (attention_splits):
+// two one-head flash blocks per SM (70 KB of shared memory and 168 registers per thread each)
+// leave room for one decode block (70 KB, ~150 registers) until they finish.
+constexpr int kDecodeBlocksBesideFlash = 1;
 // Blocks per SM of the decode kernel with three K/V stages (decode_streams_whole_contexts).
 constexpr int kWholeContextBlocksPerSm = 2;
 // Blocks of the fast decode kernel with `stages` K/V stages resident per SM (its launch bounds).

@@ -243,9 +243,11 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   const bool whole_contexts =
       flash_takes_prompts && shape.max_queries < kFlashMinQueries &&
       decode_streams_whole_contexts(decode_rows, c.num_heads, c.num_kv_heads, sm_count_);
-  const int splits = whole_contexts ? 1
-                                    : attention_splits(decode_rows, c.num_heads, c.num_kv_heads,
-                                                       sm_count_, shape.max_context);
+  const bool beside_flash = flash_takes_prompts && shape.max_queries >= kFlashMinQueries;
+  const int splits =
+      whole_contexts ? 1
+                     : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_,
+                                        shape.max_context, beside_flash);
 
   // What the last projection added into the residual left for the next norm (GemvNorm; no
   // weight: the next norm runs as a kernel of its own).
