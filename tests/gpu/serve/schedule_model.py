@@ -5,7 +5,7 @@ simulation of the engine's scheduler (src/engine/scheduler.cpp: decodes first, t
 chunks FCFS within the step's token budget) with a cost model of each step.
 
 Step cost (ms), from one `gpufrac_cuda_bench --json` run (--bench; default: the run that
-docs/results/engine-h200.md describes, H200, driver 580.159.04, commit b5dcb18, 2026-12-04):
+docs/results/engine-h200.md describes, H200, driver 580.159.04, commit 1f2ecaa, 2026-12-04):
 - pure decode step of D sequences: the decode graph of D's bucket (measured at context 2048);
 - step with P prompt tokens and D decodes (eager, no graph): linear layers at D + P tokens
   (cuBLASLt alone: the benchmark's per-shape table times the 36 layers) + the decode step's
@@ -15,7 +15,8 @@ docs/results/engine-h200.md describes, H200, driver 580.159.04, commit b5dcb18, 
   overhead; with decodes, plus a constant that makes the measured served step (the bench's
   --mixed step: 31 decodes at context 2048 + a 481-token chunk, or --served-step-ms) come out
   exact (since version 8 the decodes' attention runs beside the chunk's, which the sum above
-  does not know);
+  does not know; a larger chunk's served step scaled so is an assumption: at 1024 tokens the
+  model predicts more tok/s than 512 and the serve measured fewer, src/engine/cuda/NOTES.md);
 - plus the engine's CPU time per step where it is not overlapped with the GPU (version 3: the
   ITL at c=1 minus the batch-1 graph; version 4: 0, steps are pipelined).
 The last line asks which served-step time the serve's policy (512 tokens with decodes) needs
@@ -31,7 +32,7 @@ import os
 import statistics
 
 DEFAULT_BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "docs",
-                             "results", "raw", "2026-12-04-h200", "engine-v11-b5dcb18", "engine",
+                             "results", "raw", "2026-12-04-h200", "engine-1f2ecaa", "engine",
                              "engine-bench.json")
 BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64]
 LAYERS = 36  # qwen3-4b
