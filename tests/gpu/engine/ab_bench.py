@@ -28,7 +28,6 @@ environment, and times nothing when one fails. Exit status: 0 when every run suc
 a test or a run failed (its log's last lines are printed), 2 on a usage error.
 """
 import argparse
-import glob
 import json
 import os
 import re
@@ -40,6 +39,9 @@ import tarfile
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+import bench_points  # noqa: E402  (tests/gpu/serve)
 
 BENCH = os.path.join("tests", "engine", "gpufrac_cuda_bench")
 SERVER = "gpufrac"
@@ -105,18 +107,10 @@ def engine_points(result):
 
 def serve_points(bench_out):
     """(name, value) per run point of one `gpufrac bench --out` directory, by concurrency/rate."""
-    def order(path):
-        label = os.path.basename(os.path.dirname(path))
-        return (label[0], float(label[1:]))
     out = []
-    for path in sorted(glob.glob(os.path.join(bench_out, "*", "*", "summary.json")), key=order):
-        label = os.path.basename(os.path.dirname(path))
-        with open(path) as f:
-            summary = json.load(f)
-        metrics = summary["targets"][0]["metrics"]
-        out += [(f"{label} output tok/s", summary["aggregate"]["output_token_throughput"]),
-                (f"{label} TTFT p50 ms", metrics["ttft_ms"]["p50"]),
-                (f"{label} ITL p50 ms", metrics["itl_ms"]["p50"])]
+    for p in bench_points.read(bench_out):
+        out += [(f"{p.label} output tok/s", p.tok_s), (f"{p.label} TTFT p50 ms", p.ttft_p50_ms),
+                (f"{p.label} ITL p50 ms", p.itl_p50_ms)]
     return out
 
 

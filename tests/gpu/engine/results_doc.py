@@ -19,6 +19,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mps_shares  # noqa: E402  (beside this file)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+import bench_points  # noqa: E402  (tests/gpu/serve)
 
 # The engine's targets on an H200 (qwen3-4b bf16, medians).
 DECODE_TARGET_MS = 2.4      # decode step, batch 1
@@ -31,19 +33,6 @@ C32_ITL_TARGET_MS = 12.0    # ... with ITL p50 at most this
 MPS_12_5_TARGET_MS = 8.0    # decode step, batch 1, under a 12.5% MPS share
 
 
-def serve_rows(bench_dir):
-    """(c, requests, failed, tok/s, TTFT p50, ITL p50, gap p50) per concurrency, ascending."""
-    rows = []
-    for path in glob.glob(os.path.join(bench_dir, "*", "c*", "summary.json")):
-        with open(path) as f:
-            s = json.load(f)
-        a, m = s["aggregate"], s["targets"][0]["metrics"]
-        rows.append((s["config"]["concurrency"], a["completed"] + a.get("failed", 0),
-                     a.get("failed", 0), a["output_token_throughput"], m["ttft_ms"]["p50"],
-                     m["itl_ms"]["p50"], m["inter_chunk_gap_ms"]["p50"]))
-    return sorted(rows)
-
-
 def against(value, target, unit, at_most=True, digits=2):
     """'met' or 'missed by X unit (Y%)' for value against an upper (or lower) bound."""
     over = value - target if at_most else target - value
@@ -52,27 +41,31 @@ def against(value, target, unit, at_most=True, digits=2):
     return f"**missed** by {over:,.{digits}f} {unit} ({100 * over / target:.0f}%)"
 
 
-def serve_section(rows, w):
+def serve_section(points, w):
+    """The `gpufrac bench` table and its targets from the concurrency points (bench_points)."""
     w("\n## `gpufrac bench` against `gpufrac serve --device cuda` (ISL 2048, OSL 256)\n")
     w("Suite `tests/gpu/serve/run` of the same gpu-check: `gpufrac serve --model qwen3-4b "
       "--device cuda --max-num-seqs 32 --max-model-len 4096`, driven closed loop at each "
       "concurrency with the study's request and warmup counts.\n")
     w("| c | requests | failed | output tok/s | TTFT p50 (ms) | ITL p50 (ms) | inter-chunk gap p50 (ms) |")
     w("|---:|---:|---:|---:|---:|---:|---:|")
-    for c, requests, failed, tok_s, ttft, itl, gap in rows:
-        w(f"| {c} | {requests} | {failed} | {tok_s:.1f} | {ttft:.2f} | {itl:.2f} | {gap:.2f} |")
-    by_c = {r[0]: r for r in rows}
+    for p in points:
+        w(f"| {p.concurrency} | {p.requests} | {p.failed} | {p.tok_s:.1f} | {p.ttft_p50_ms:.2f} | "
+          f"{p.itl_p50_ms:.2f} | {p.gap_p50_ms:.2f} |")
+    by_c = {p.concurrency: p for p in points}
     w("\nTargets:")
     if 1 in by_c:
-        w(f"- TTFT p50 at c=1 <= {TTFT_TARGET_MS:.0f} ms: {by_c[1][4]:.2f} ms, "
-          f"{against(by_c[1][4], TTFT_TARGET_MS, 'ms')}.")
-        w(f"- ITL p50 at c=1 <= {ITL_C1_TARGET_MS} ms: {by_c[1][5]:.2f} ms, "
-          f"{against(by_c[1][5], ITL_C1_TARGET_MS, 'ms')}; the decode step above is its floor.")
+        c1 = by_c[1]
+        w(f"- TTFT p50 at c=1 <= {TTFT_TARGET_MS:.0f} ms: {c1.ttft_p50_ms:.2f} ms, "
+          f"{against(c1.ttft_p50_ms, TTFT_TARGET_MS, 'ms')}.")
+        w(f"- ITL p50 at c=1 <= {ITL_C1_TARGET_MS} ms: {c1.itl_p50_ms:.2f} ms, "
+          f"{against(c1.itl_p50_ms, ITL_C1_TARGET_MS, 'ms')}; the decode step above is its floor.")
     if 32 in by_c:
-        w(f"- c=32: >= {C32_TARGET_TOK_S:,.0f} output tok/s: {by_c[32][3]:,.0f}, "
-          f"{against(by_c[32][3], C32_TARGET_TOK_S, 'tok/s', at_most=False, digits=0)}; with ITL p50 <= "
-          f"{C32_ITL_TARGET_MS:.0f} ms: {by_c[32][5]:.2f} ms, "
-          f"{against(by_c[32][5], C32_ITL_TARGET_MS, 'ms')}. A 32-request cycle is 32 prefills "
+        c32 = by_c[32]
+        w(f"- c=32: >= {C32_TARGET_TOK_S:,.0f} output tok/s: {c32.tok_s:,.0f}, "
+          f"{against(c32.tok_s, C32_TARGET_TOK_S, 'tok/s', at_most=False, digits=0)}; with ITL p50 <= "
+          f"{C32_ITL_TARGET_MS:.0f} ms: {c32.itl_p50_ms:.2f} ms, "
+          f"{against(c32.itl_p50_ms, C32_ITL_TARGET_MS, 'ms')}. A 32-request cycle is 32 prefills "
           "(the prefill above) plus ~250 decode steps near batch 32 (the batch-32 step above; "
           "`python3 tests/gpu/serve/schedule_model.py` models the mix).")
 
@@ -208,9 +201,10 @@ def main():
           f"each run in order: {each} ms) the prefills draw the GPU to its power limit and it "
           "lowers its clocks (nvidia-smi reports the SW power cap as the clock event reason).")
 
-    rows = serve_rows(a.serve_bench) if a.serve_bench else []
-    if rows:
-        serve_section(rows, w)
+    points = [p for p in bench_points.read(a.serve_bench)
+              if p.label.startswith("c")] if a.serve_bench else []
+    if points:
+        serve_section(points, w)
     mps_section(a.suite_dir, w)
 
     names = list(p.get("variants", {}).keys())
