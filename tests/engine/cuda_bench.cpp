@@ -169,24 +169,18 @@ struct Variant {
   CudaKernelChoice kernels;
 };
 
-// fast: the default fast paths; key-split: fast with a short prompt chunk's keys split beside
-// decode rows (CudaKernelChoice::split_prompt_keys); serial: the same kernels launched one after
-// the other (no overlapped launches); simple-attention: fast GEMV, simple attention; cublas: fast
-// attention, cuBLASLt for every GEMM; simple: the first version's kernels.
+// fast: the default fast paths; serial: the same kernels launched one after the other (no
+// overlapped launches); simple-attention: fast GEMV, simple attention; cublas: fast attention,
+// cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
-  if (name == "key-split") {
-    CudaKernelChoice split = fast;
-    split.split_prompt_keys = true;
-    return {name, split};
-  }
   if (name == "serial") return {name, {AttentionKernels::kFast, fast.gemv_max_tokens, false}};
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, key-split, serial, simple-attention, cublas, simple)");
+                   "' (use fast, serial, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -210,12 +204,11 @@ int bench_main(int argc, char** argv) {
       .option("prefill", "N", "tokens of the timed prefill", "2048")
       .option("iterations", "N", "timed repetitions per point", "50")
       .option("variants", "LIST",
-              "kernel sets to time, the first is the headline: fast, key-split (fast with a short "
-              "prompt chunk's keys split beside decodes), serial (fast kernels without overlapped "
-              "launches), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
-              "cuBLASLt GEMMs), simple (version 1); a name given again is timed again as NAME#2, "
-              "...",
-              "fast,key-split,serial,simple-attention,cublas,simple")
+              "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
+              "overlapped launches), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
+              "as NAME#2, ...",
+              "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
       .option("mixed", "DECODES,TOKENS",

@@ -7,8 +7,7 @@
 //   chain of GEMVs launched overlapped (kernel_launch.cuh) against the same chain launched plainly;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
-//   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, a short chunk's keys
-//   split beside decode rows (flash_key_splits), head_dim 64 and 128,
+//   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
 //   GQA groups 2, 4 and 8, shuffled block tables; the decode kernel applying q/k norm + RoPE
 //   and writing the new K/V itself against launch_qkv_rope_kv before it.
 // tests/gpu/engine/run runs these first (gtest filter CudaFastPath*) and switches the rest of the
@@ -307,13 +306,6 @@ struct AttentionCase {
   int forced_splits = 0;  // 0: attention_splits for 132 SMs and the longest context
 };
 
-// Rows of the first `count` sequences.
-int rows_before(const std::vector<SeqSpec>& seqs, int count) {
-  int rows = 0;
-  for (int s = 0; s < count; ++s) rows += seqs[size_t(s)].queries;
-  return rows;
-}
-
 // Runs the simple and the fast kernels on the same random inputs and compares their outputs.
 void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   std::mt19937 rng(seed);
@@ -384,22 +376,15 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
                  ? c.forced_splits
                  : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, 132, max_context,
                                     max_queries >= kFlashMinQueries);
-  // As the runner plans them: only where every decode row precedes every prompt row.
-  const bool decodes_first = decode_rows == rows_before(c.seqs, short_seqs);
-  const int key_splits = max_queries >= kFlashMinQueries && decodes_first
-                             ? flash_key_splits(rows - decode_rows, decode_rows, c.num_heads, 132)
-                             : 1;
   const size_t out_elements = size_t(rows) * c.num_heads * d;
-  const size_t partials = size_t(rows) * c.num_heads * size_t(p.splits + key_splits);
-  DeviceBuffer partial_out(partials * d * 4, "partials");
-  DeviceBuffer partial_lse(partials * 4, "partial lse");
+  DeviceBuffer partial_out(out_elements * size_t(p.splits) * 4, "partials");
+  DeviceBuffer partial_lse(size_t(rows) * c.num_heads * size_t(p.splits) * 4, "partial lse");
   p.partial_out = partial_out.as<float>();
   p.partial_lse = partial_lse.as<float>();
 
   // Variants: simple; fast, launched plainly, flash blocks of two heads; fast as the runner
   // launches it (the SM count known: one head per flash block when pairs would not fill the
-  // GPU, their keys split beside decode rows when they would not fill one wave; overlapped
-  // launches on sm_90 and later: the decode kernel beside the flash kernel).
+  // GPU; overlapped launches on sm_90 and later: the decode kernel beside the flash kernel).
   int device = 0, major = 0;
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
   GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -414,7 +399,6 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
     p.sm_count = variant == 2 ? 132 : 0;
     p.first_flash_seq = variant == 2 ? short_seqs : 0;
     p.overlap = variant == 2 && major >= 9;
-    p.key_splits = variant == 2 ? key_splits : 1;
     launch_paged_attention(p, stream);
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
     results[variant] = bf16_to_floats(download<uint16_t>(out, out_elements));
@@ -422,10 +406,9 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   GPUFRAC_CUDA_CHECK(cudaStreamDestroy(stream));
   for (int variant = 1; variant < 3; ++variant) {
     double error = relative_error(results[variant], results[0]);
-    std::printf("fast attention %s (%s): rows %d, splits %d, key splits %d, max context %d, "
-                "relative error %.2e\n",
+    std::printf("fast attention %s (%s): rows %d, splits %d, max context %d, relative error %.2e\n",
                 what, variant == 1 ? "plain" : "as the runner launches it", rows, p.splits,
-                variant == 2 ? key_splits : 1, max_context, error);
+                max_context, error);
     // bf16 outputs (~4e-3 relative rounding) and, in the flash kernel, bf16 probabilities.
     EXPECT_LT(error, 2e-2) << what << (variant == 1 ? " (plain)" : " (as the runner)");
   }
@@ -455,30 +438,6 @@ TEST(CudaFastPathAttention, SplitsFillWholeWaves) {
         if (splits > 1) {
           ASSERT_LE(int64_t(rows) * 32 * splits * 128, floats) << rows << " rows";
         }
-      }
-    }
-  }
-}
-
-// A prompt chunk beside decode rows splits its one-head flash blocks' keys in two when they
-// fill less than one wave of 3 blocks per SM (396 slots on 132 SMs, 32 query heads: up to 12
-// tiles of 64 rows); never without decode rows. The partial buffer holds the largest split.
-TEST(CudaFastPathAttention, ShortChunksBesideDecodesSplitTheirKeys) {
-  EXPECT_EQ(flash_key_splits(481, 31, 32, 132), 2);  // 256 blocks
-  EXPECT_EQ(flash_key_splits(768, 31, 32, 132), 2);  // 384 blocks
-  EXPECT_EQ(flash_key_splits(769, 31, 32, 132), 1);  // 416 blocks: more than a wave
-  EXPECT_EQ(flash_key_splits(481, 0, 32, 132), 1);   // a prompt alone
-  EXPECT_EQ(flash_key_splits(481, 31, 32, 0), 1);    // SM count unknown
-  for (int sms : {16, 132}) {
-    const int64_t floats = attention_partial_floats(32, 8, 128, sms);
-    for (int decodes = 1; decodes <= 64; ++decodes) {
-      const int decode_splits = attention_splits(decodes, 32, 8, sms, 0, true);
-      for (int prompt = kFlashMinQueries; prompt <= 2048; ++prompt) {
-        const int key_splits = flash_key_splits(prompt, decodes, 32, sms);
-        if (key_splits == 1) continue;
-        const int64_t decode_part = decode_splits > 1 ? int64_t(decodes) * 32 * decode_splits : 0;
-        ASSERT_LE((decode_part + int64_t(prompt) * 32 * key_splits) * 128, floats)
-            << decodes << " decodes, " << prompt << " prompt rows, " << sms << " SMs";
       }
     }
   }
@@ -528,16 +487,12 @@ TEST(CudaFastPathAttention, PromptChunksMatchSimple) {
 }
 
 // A served step: decodes first, then a prompt chunk; the decode rows split by their own count
-// (planned beside the flash kernel: 31 rows unsplit, two rows in many splits), the chunk's keys
-// split in two (its partials after the decode rows'), and with the decode rows reaching past
-// the flash rows neither's keys split.
+// (3 splits for 31 rows), not the step's 512 rows (which would leave them unsplit).
 TEST(CudaFastPathAttention, DecodesBesideAPromptChunkSplitByTheirOwnCount) {
   AttentionCase c;
   for (int i = 0; i < 31; ++i) c.seqs.push_back({2047 - 13 * i, 1});
   c.seqs.push_back({1024, 481});
   check_attention(c, 35, "31 decode rows and a 481-token chunk");
-  c.seqs = {{3000, 1}, {700, 1}, {200, 100}, {0, 37}};
-  check_attention(c, 37, "two split decode rows and two key-split chunks");
   // A short chunk after a long one: the decode rows reach past the flash rows.
   c.seqs = {{0, 300}, {2000, 1}, {500, 5}, {0, 64}};
   check_attention(c, 36, "decode rows after a prompt chunk");

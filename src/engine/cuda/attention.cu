@@ -156,36 +156,30 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 // Merges the splits of one (row, head): weights 2^(lse_z - max lse). Every load of a row is
 // issued at once (its log-sum-exps by the first warp, then each thread's values of all splits),
 // so the kernel costs two round trips to L2 however many splits there are.
-// `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel
-// (their partials, if p.key_splits > 1, begin at flash_partials_begin).
+// `flash_min_queries` > 0: rows of sequences with that many queries belong to the flash kernel.
 __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) {
   static_assert(kMaxSplits <= 32, "the first warp holds one split's log-sum-exp per lane");
   __shared__ float weights[kMaxSplits];
   wait_for_previous_grid();
   allow_next_grid_launch();
-  const int row = blockIdx.x;
-  const bool prompt_row =
-      flash_min_queries > 0 && row_is_flash(p, p.token_seq[row], flash_min_queries);
-  const int splits = prompt_row ? p.key_splits : p.splits;
-  if (splits == 1) return;
-  const int64_t head_row = int64_t(row) * p.num_heads + blockIdx.y;
-  const int64_t first =
-      prompt_row ? flash_partials_begin(p) +
-                       (int64_t(row - p.decode_rows) * p.num_heads + blockIdx.y) * splits
-                 : head_row * splits;
+  if (flash_min_queries > 0 &&
+      row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
+    return;
+  }
+  const int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
   if (threadIdx.x < 32) {
     const int z = threadIdx.x;
-    const float lse = z < splits ? p.partial_lse[first + z] : -INFINITY;
+    const float lse = z < p.splits ? p.partial_lse[head_row * p.splits + z] : -INFINITY;
     const float top = warp_max(lse);
     weights[z] = top == -INFINITY ? 0.0f : exp2f(lse - top);
   }
   __syncthreads();
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-    const float* values = p.partial_out + first * p.head_dim + d;
+    const float* values = p.partial_out + head_row * p.splits * p.head_dim + d;
     float split_values[kMaxSplits];
 #pragma unroll
     for (int z = 0; z < kMaxSplits; ++z) {
-      split_values[z] = z < splits ? values[z * p.head_dim] : 0.0f;
+      split_values[z] = z < p.splits ? values[z * p.head_dim] : 0.0f;
     }
     float total = 0, value = 0;
 #pragma unroll
@@ -206,9 +200,7 @@ constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unspli
 }  // namespace
 
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
-  const int rows = flash_min_queries > 0 && p.decode_rows >= 0 && p.key_splits == 1
-                       ? p.decode_rows
-                       : p.rows;
+  const int rows = flash_min_queries > 0 && p.decode_rows >= 0 ? p.decode_rows : p.rows;
   if (rows == 0) return;
   launch_kernel(combine_splits_kernel, dim3(rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
                 0, stream, p.overlap, p, flash_min_queries);
@@ -248,14 +240,7 @@ int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, 
       if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
     }
   }
-  // The prompt rows' key splits follow the decode rows' partials (flash_partials_begin).
-  int64_t most_prompt = 0;
-  for (int rows = kFlashMinQueries;; rows += kFlashMinQueries) {
-    const int key_splits = flash_key_splits(rows, 1, num_heads, sm_count);
-    if (key_splits == 1) break;
-    most_prompt = int64_t(rows) * num_heads * key_splits * head_dim;
-  }
-  return most + most_prompt;
+  return most;
 }
 
 bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_heads, int head_dim,

@@ -19,12 +19,10 @@
 //   shapes use kSimple): sequences with at least kFlashMinQueries query rows this step (prompt
 //   chunks) go to a flash-attention kernel on the tensor cores (mma.sync m16n8k16 bf16, 64 query
 //   rows x two query heads of one KV head per block; one head where the group is odd or where
-//   the pairs' blocks would not fill the sm_count SMs, and then, beside decode rows, each tile's
-//   keys split over key_splits blocks where they would not fill one wave, flash_key_splits;
-//   64-key K/V tiles in shared memory, online softmax in registers); every other row (decode)
-//   goes to a kernel that stages 64-key K/V tiles in shared memory with 16-byte loads (three
-//   tiles in flight in a decode-only step that streams whole contexts,
-//   decode_streams_whole_contexts; two otherwise) and computes all
+//   the pairs' blocks would not fill the sm_count SMs; 64-key K/V tiles in shared memory, online
+//   softmax in registers); every other row (decode) goes to a kernel that stages 64-key K/V
+//   tiles in shared memory with 16-byte loads (three tiles in flight in a decode-only step
+//   that streams whole contexts, decode_streams_whole_contexts; two otherwise) and computes all
 //   query heads of its KV head from them, split over the context as above; its grid spans rows
 //   [0, decode_rows) and the split count is planned for those rows (a served step puts its
 //   decodes first, before the prompt chunks). With overlapped launches the decode kernel runs
@@ -70,15 +68,8 @@ struct AttentionParams {
   int block_size = 0;
   float scale = 0;  // 1 / sqrt(head_dim)
   int splits = 1;
-  // Flash kernel (fast kernels): the key ranges each block of one query head splits its keys
-  // into (flash_key_splits). > 1 requires the prompt-chunk rows to be [decode_rows, rows): their
-  // partial results follow the decode rows' in partial_out / partial_lse, and the split merge
-  // combines them too.
-  int key_splits = 1;
-  // splits > 1: [decode rows][num_heads][splits][head_dim], then (key_splits > 1) [prompt rows]
-  // [num_heads][key_splits][head_dim]; with the simple kernel every row is a decode row here.
-  float* partial_out = nullptr;
-  float* partial_lse = nullptr;  // the same without head_dim (log2 domain)
+  float* partial_out = nullptr;  // splits > 1: [rows][num_heads][splits][head_dim]
+  float* partial_lse = nullptr;  // splits > 1: [rows][num_heads][splits] (log2 domain)
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
   int sm_count = 0;  // SMs this process may use (the flash kernel's block shape); 0: unknown
@@ -115,13 +106,8 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
 // kernels the runner then runs one split and launch_paged_attention that kernel (beside prompt
 // chunks it plans and runs as before: the flash kernel needs the room).
 bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count);
-// Key splits of the flash kernel's one-head blocks in a step whose `prompt_rows` prompt-chunk
-// rows run beside decode rows (decode_rows > 0): kFlashKeySplits when the unsplit blocks
-// (64-row tiles x num_heads) fill less than one wave of resident flash blocks on sm_count SMs,
-// 1 otherwise (and without decode rows; head pairs run only where they fill the SMs).
-int flash_key_splits(int prompt_rows, int decode_rows, int num_heads, int sm_count);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
-// SM count, beside the flash kernel or not, with the prompt rows' key splits.
+// SM count, beside the flash kernel or not.
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);
 
 // Whether the decode kernel takes the step's q/k norm + RoPE + KV write over (AttentionParams::

@@ -18,8 +18,6 @@ namespace {
 constexpr int kThreads = 128;  // 4 warps
 constexpr int kTileKeys = 64;  // K/V positions per shared-memory tile
 constexpr int kFlashRows = 64; // query rows per flash block: 16 per warp
-// Key splits of a short prompt chunk's flash blocks beside decode rows (flash_key_splits).
-constexpr int kFlashKeySplits = 2;
 // Flash blocks per SM the register budget is capped for: 3 (168 registers) on sm_90, where
 // ptxas fits the kernel without spilling; sm_80's code spills there, so it keeps 2.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -224,13 +222,10 @@ __host__ __device__ constexpr int flash_shared_bytes() {
 // One block per (sequence, 64-row query tile, kHeads query heads of one KV head); warp w owns
 // rows 16w..16w+15 of the tile for each of the block's heads, so every K/V fragment it loads
 // feeds kHeads MMAs. Fragment layout (PTX mma m16n8k16): lane = 4 g + t4; a thread holds rows g
-// and g + 8, columns 2 t4, 2 t4 + 1 (+ 8) of each fragment. kKeySplits (one head per block):
-// p.key_splits blocks per tile, each taking an equal share of the tile's 64-key tiles, write
-// their normalized results and log-sum-exps as partials (flash_partials_begin) for the merge.
-template <int kHeadDim, int kHeads, bool kKeySplits>
+// and g + 8, columns 2 t4, 2 t4 + 1 (+ 8) of each fragment.
+template <int kHeadDim, int kHeads>
 __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     flash_prefill_kernel(AttentionParams p) {
-  static_assert(!kKeySplits || kHeads == 1, "key splits are planned for one-head blocks only");
   wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
@@ -245,13 +240,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   const int seq = p.first_flash_seq + int(blockIdx.x);
   const int q_begin = p.seq_query_start[seq];
   const int q_count = p.seq_query_start[seq + 1] - q_begin;
-  // The last query tiles (the longest causal ranges) are launched first; key split `split` of
-  // each tile is block z * key_splits + split.
-  const int key_splits = kKeySplits ? p.key_splits : 1;
-  const int split = kKeySplits ? int(blockIdx.z) % key_splits : 0;
-  const int tile_row0 =
-      kKeySplits ? (int(gridDim.z) / key_splits - 1 - int(blockIdx.z) / key_splits) * kFlashRows
-                 : (gridDim.z - 1 - blockIdx.z) * kFlashRows;
+  // The last query tiles (the longest causal ranges) are launched first.
+  const int tile_row0 = (gridDim.z - 1 - blockIdx.z) * kFlashRows;
   if (q_count < kFlashMinQueries || tile_row0 >= q_count) return;  // uniform over the block
   const int first_head = blockIdx.y * kHeads;
   const int kv_head = first_head / (p.num_heads / p.num_kv_heads);
@@ -264,13 +254,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     atomicMax(&s_kv_end, p.token_context[q_begin + tile_row0 + threadIdx.x]);
   }
   __syncthreads();
-  // This block's keys [kv_begin, kv_end): whole 64-key tiles but the last split's.
-  int kv_begin = 0, kv_end = s_kv_end;
-  if constexpr (kKeySplits) {
-    const int share = ((kv_end + kTileKeys - 1) / kTileKeys + key_splits - 1) / key_splits;
-    kv_begin = min(kv_end, split * share * kTileKeys);
-    kv_end = min(kv_end, kv_begin + share * kTileKeys);
-  }
+  const int kv_end = s_kv_end;
 
   const int r_lo = tile_row0 + warp * 16 + g, r_hi = r_lo + 8;  // rows within the sequence
   const bool lo_ok = r_lo < q_count, hi_ok = r_hi < q_count;
@@ -330,8 +314,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   const float scale = p.scale * kLog2e;  // scores in the log2 domain
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
 
-  kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, kv_begin, kv_end, tiles);
-  for (int kv0 = kv_begin, stage = 0; kv0 < kv_end; kv0 += kTileKeys, stage ^= 1) {
+  kv_pipeline_start<kHeadDim, kStride>(p, table, kv_head, 0, kv_end, tiles);
+  for (int kv0 = 0, stage = 0; kv0 < kv_end; kv0 += kTileKeys, stage ^= 1) {
     const bf16* ks = tiles + stage * 2 * kTileElements;
     const bf16* vs = ks + kTileElements;
     kv_pipeline_next<kHeadDim, kStride>(p, table, kv_head, kv0, kv_end, tiles, stage);
@@ -456,31 +440,6 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     const float inv_lo = sum_lo > 0 ? 1.0f / sum_lo : 0.0f;
     const float inv_hi = sum_hi > 0 ? 1.0f / sum_hi : 0.0f;
     const int head = first_head + h;
-    if constexpr (kKeySplits) {  // rows with no key in this split: lse -inf, weight 0
-      const int64_t first_lo = flash_partials_begin(p) +
-          ((int64_t(q_begin + r_lo) - p.decode_rows) * p.num_heads + head) * key_splits + split;
-      const int64_t first_hi = first_lo + int64_t(8) * p.num_heads * key_splits;
-      float* part_lo = p.partial_out + first_lo * kHeadDim + 2 * t4;
-      float* part_hi = p.partial_out + first_hi * kHeadDim + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < kDimTiles; ++n) {
-        if (lo_ok) {
-          part_lo[n * 8] = o[h][n][0] * inv_lo;
-          part_lo[n * 8 + 1] = o[h][n][1] * inv_lo;
-        }
-        if (hi_ok) {
-          part_hi[n * 8] = o[h][n][2] * inv_hi;
-          part_hi[n * 8 + 1] = o[h][n][3] * inv_hi;
-        }
-      }
-      if (t4 == 0 && lo_ok) {
-        p.partial_lse[first_lo] = sum_lo > 0 ? m_lo[h] + log2f(sum_lo) : -INFINITY;
-      }
-      if (t4 == 0 && hi_ok) {
-        p.partial_lse[first_hi] = sum_hi > 0 ? m_hi[h] + log2f(sum_hi) : -INFINITY;
-      }
-      continue;
-    }
     bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
     bf16* out_hi = p.out + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim + 2 * t4;
 #pragma unroll
@@ -705,18 +664,17 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   if (beside_flash) wait_for_previous_grid();
 }
 
-template <int kHeadDim, int kHeads, bool kKeySplits = false>
+template <int kHeadDim, int kHeads>
 void launch_flash(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kShared = flash_shared_bytes<kHeadDim, kHeads>();
-  static const cudaError_t raised =
-      cudaFuncSetAttribute(flash_prefill_kernel<kHeadDim, kHeads, kKeySplits>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+  static const cudaError_t raised = cudaFuncSetAttribute(
+      flash_prefill_kernel<kHeadDim, kHeads>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
   GPUFRAC_CUDA_CHECK(raised);
   // Sequences before first_flash_seq are decodes: no block of the grid is spent on them.
   dim3 grid(p.num_seqs - p.first_flash_seq, p.num_heads / kHeads,
-            (p.max_queries + kFlashRows - 1) / kFlashRows * (kKeySplits ? p.key_splits : 1));
-  launch_kernel(flash_prefill_kernel<kHeadDim, kHeads, kKeySplits>, grid, dim3(kThreads), kShared,
-                stream, p.overlap, p);
+            (p.max_queries + kFlashRows - 1) / kFlashRows);
+  launch_kernel(flash_prefill_kernel<kHeadDim, kHeads>, grid, dim3(kThreads), kShared, stream,
+                p.overlap, p);
 }
 
 template <int kHeadDim, int kStages>
@@ -743,9 +701,7 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
     const int prompt_tiles = (prompt_rows + kFlashRows - 1) / kFlashRows;
     const bool pairs_fill = p.sm_count <= 0 || int64_t(prompt_tiles) * (p.num_heads / 2) >=
                                                    int64_t(flash_blocks_per_sm<2>()) * p.sm_count;
-    if (p.key_splits > 1) {
-      launch_flash<kHeadDim, 1, true>(p, stream);
-    } else if ((p.num_heads / p.num_kv_heads) % 2 == 0 && pairs_fill) {
+    if ((p.num_heads / p.num_kv_heads) % 2 == 0 && pairs_fill) {
       launch_flash<kHeadDim, 2>(p, stream);
     } else {
       launch_flash<kHeadDim, 1>(p, stream);
@@ -761,19 +717,10 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   } else {
     launch_decode<kHeadDim, 2>(p, decode_rows, flash, stream);
   }
-  if (p.splits > 1 || p.key_splits > 1) {
-    launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
-  }
+  if (p.splits > 1) launch_combine_splits(p, flash ? kFlashMinQueries : 0, stream);
 }
 
 }  // namespace
-
-int flash_key_splits(int prompt_rows, int decode_rows, int num_heads, int sm_count) {
-  const int64_t blocks = int64_t((prompt_rows + kFlashRows - 1) / kFlashRows) * num_heads;
-  const bool short_of_a_wave = blocks < int64_t(flash_blocks_per_sm<1>()) * sm_count;
-  return decode_rows > 0 && prompt_rows >= kFlashMinQueries && short_of_a_wave ? kFlashKeySplits
-                                                                                : 1;
-}
 
 bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim, int block_size) {
   return (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 &&

@@ -25,13 +25,6 @@ __host__ __device__ constexpr int decode_blocks_per_sm(int stages) {
 }
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Where the prompt rows' key-split partials begin in partial_lse (times head_dim: partial_out):
-// after the decode rows' context splits (AttentionParams::partial_out).
-__host__ __device__ inline int64_t flash_partials_begin(const AttentionParams& p) {
-  return p.splits > 1 ? int64_t(p.decode_rows > 0 ? p.decode_rows : 0) * p.num_heads * p.splits
-                      : 0;
-}
-
 // True when row r's sequence `seq` has at least `min_queries` rows this step (the flash kernel
 // owns it).
 __device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, int min_queries) {
@@ -42,9 +35,8 @@ __device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, 
 // split that streams whole contexts (decode_streams_whole_contexts), two otherwise.
 int decode_kernel_stages(const AttentionParams& p);
 
-// Merges split partials into p.out: the context splits of every row not owned by the flash
-// kernel (flash_min_queries 0: every row) and, with p.key_splits > 1, the flash kernel's key
-// splits of the others.
+// Merges split partials into p.out for every row not owned by the flash kernel
+// (flash_min_queries 0: every row).
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream);
 
 // kFast (attention_fast.cu): flash kernel for long sequences, tiled decode kernel for the rest,

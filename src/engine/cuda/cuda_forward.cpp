@@ -248,10 +248,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
       whole_contexts ? 1
                      : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_,
                                         shape.max_context, beside_flash);
-  const bool split_keys =
-      options_.kernels.split_prompt_keys && beside_flash && shape.decodes_first;
-  const int key_splits =
-      split_keys ? flash_key_splits(tokens - decode_rows, decode_rows, c.num_heads, sm_count_) : 1;
 
   // What the last projection added into the residual left for the next norm (GemvNorm; no
   // weight: the next norm runs as a kernel of its own).
@@ -305,7 +301,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.block_size = block_size_;
     attn.scale = 1.0f / std::sqrt(float(c.head_dim));
     attn.splits = splits;
-    attn.key_splits = key_splits;
     attn.partial_out = attention_partials_.as<float>();
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
     attn.out = act;

@@ -56,10 +56,7 @@ void check_supported(const ModelConfig& c) {
 CudaKernelChoice CudaKernelChoice::from_environment() {
   const char* simple_env = std::getenv("GPUFRAC_CUDA_SIMPLE");
   if (simple_env != nullptr && std::string(simple_env) == "1") return simple();
-  CudaKernelChoice fast;
-  const char* key_splits_env = std::getenv("GPUFRAC_CUDA_PROMPT_KEY_SPLITS");
-  fast.split_prompt_keys = key_splits_env != nullptr && std::string(key_splits_env) == "1";
-  return fast;
+  return {};
 }
 
 std::string CudaKernelChoice::describe() const {
@@ -71,7 +68,6 @@ std::string CudaKernelChoice::describe() const {
   }
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
-  if (split_prompt_keys) text += ", prompt key splits";
   return text;
 }
 
@@ -404,12 +400,11 @@ void CudaRunner::submit(const StepBatch& batch) {
   } else {
     // A padded decode step without graphs splits attention exactly as its graph would.
     int max_queries = 1, min_queries = bucket > 0 || batch.sequences.empty() ? 1 : INT_MAX;
-    int rows = 0, decode_rows = 0, rows_before_flash = -1;
+    int rows = 0, decode_rows = 0;
     for (const SequenceWork& s : batch.sequences) {
       const int queries = int(s.tokens.size());
       max_queries = std::max(max_queries, queries);
       min_queries = std::min(min_queries, queries);
-      if (queries >= kFlashMinQueries && rows_before_flash < 0) rows_before_flash = rows;
       rows += queries;
       if (queries < kFlashMinQueries) decode_rows = rows;
     }
@@ -421,7 +416,6 @@ void CudaRunner::submit(const StepBatch& batch) {
       const auto& seqs = batch.sequences;
       auto is_long = [](const SequenceWork& s) { return s.tokens.size() >= kFlashMinQueries; };
       shape.first_flash_seq = int(std::find_if(seqs.begin(), seqs.end(), is_long) - seqs.begin());
-      shape.decodes_first = rows_before_flash == decode_rows;
     }
     enqueue_step(shape, packed.arrays);
   }

@@ -64,9 +64,6 @@ struct CudaKernelChoice {
   bool overlap_launches = true;
   // Greedy and plain temperature rows are sampled by a scan split across the GPU (gpu_sampler.h).
   bool split_sampler = true;
-  // A short prompt chunk beside decode rows splits its flash blocks' keys (flash_key_splits,
-  // attention.h); GPUFRAC_CUDA_PROMPT_KEY_SPLITS=1 turns it on.
-  bool split_prompt_keys = false;
   static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false}; }
   static CudaKernelChoice from_environment();
   std::string describe() const;
@@ -156,9 +153,6 @@ class CudaRunner final : public ModelRunner {
     int decode_rows = -1;
     // Sequences before the first of at least kFlashMinQueries tokens (AttentionParams).
     int first_flash_seq = 0;
-    // Every row of the decode rows precedes every prompt-chunk row (rows [decode_rows, tokens)
-    // are the flash kernel's): what the prompt chunks' key splits need (flash_key_splits).
-    bool decodes_first = false;
   };
   // y = x W^T for `tokens` rows (fp32 y): the GEMV for few tokens (kernels().gemv_max_tokens)
   // where it won the start-up timing (prefers_gemv), else cuBLASLt. With a GemvNorm `takes`

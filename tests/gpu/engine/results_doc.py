@@ -210,8 +210,7 @@ def main():
     names = list(p.get("variants", {}).keys())
     if len(names) > 1:
         w("\n## Kernel variants in the same run (GPU ms; fast = the default kernels)\n")
-        w("Variants: fast (all fast paths), key-split (fast with a short prompt chunk's keys "
-          "split beside decode rows), serial (the fast kernels without overlapped "
+        w("Variants: fast (all fast paths), serial (the fast kernels without overlapped "
           "launches), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
           "cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
         w("| point | " + " | ".join(names) + " |")
