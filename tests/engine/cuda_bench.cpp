@@ -91,15 +91,13 @@ double measure_copy_bandwidth(cudaStream_t stream) {
 
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
 // graph; returns the median time per call in ms.
-// With `gemv`, the weight-streaming kernel (gemv.h, splitting its sums through that scratch)
-// instead of cuBLASLt.
+// With `gemv`, the weight-streaming kernel (gemv.h) instead of cuBLASLt.
 double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
                            const bf16* x, void* y, bool y_bf16, int m, int n, int k,
-                           cudaStream_t stream, int repeats, const GemvScratch* gemv = nullptr) {
+                           cudaStream_t stream, int repeats, bool gemv = false) {
   auto run = [&](const bf16* w) {
     if (gemv) {
-      launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, *gemv,
-                  stream);
+      launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, stream);
     } else {
       gemm.run(x, w, y, y_bf16, m, n, k, stream);
     }
@@ -173,19 +171,16 @@ struct Variant {
 
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); simple-attention: fast GEMV, simple attention; cublas: fast attention,
-// cuBLASLt for every GEMM; mma-gemv: fast with the GEMV timed against cuBLASLt up to
-// kGemvMaxTokens (its tensor-core form beyond kGemvSimtMaxTokens); simple: the first version's
-// kernels.
+// cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
   if (name == "serial") return {name, {AttentionKernels::kFast, fast.gemv_max_tokens, false}};
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
-  if (name == "mma-gemv") return {name, {AttentionKernels::kFast, kGemvMaxTokens}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, simple-attention, cublas, mma-gemv, simple)");
+                   "' (use fast, serial, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -315,7 +310,6 @@ int bench_main(int argc, char** argv) {
   out["gemm_rate_shape"] = std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" +
                            std::to_string(hidden);
   Json gemm_rows = Json::array();
-  const GemvScratch gemv_scratch;
   for (const Shape& s : shapes) {
     for (int m : {1, 2, 4, 8, 32, 64, 128, prefill}) {
       if (m > max_m) continue;
@@ -330,8 +324,7 @@ int bench_main(int argc, char** argv) {
                   {"floor_ms", bytes / bandwidth * 1e3}};
       if (m <= kGemvMaxTokens) {
         double gemv_ms =
-            time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20,
-                                &gemv_scratch);
+            time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20, true);
         row["gemv_ms"] = gemv_ms;
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
       }

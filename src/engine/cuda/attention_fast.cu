@@ -5,7 +5,6 @@
 // the flash kernel feeds to the tensor cores).
 #include <algorithm>
 
-#include "engine/cuda/async_copy_mma.cuh"
 #include "engine/cuda/attention_internal.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
@@ -73,13 +72,27 @@ __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, con
     if (t < end) {
       const int64_t at = int64_t(table[t >> block_shift]) * block_elements +
                          (t & (p.block_size - 1)) * kHeadDim;
-      cp_async_16(k_dst, k_head + at);
-      cp_async_16(v_dst, v_head + at);
+      const unsigned k_shared = static_cast<unsigned>(__cvta_generic_to_shared(k_dst));
+      const unsigned v_shared = static_cast<unsigned>(__cvta_generic_to_shared(v_dst));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared),
+                   "l"(k_head + at));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared),
+                   "l"(v_head + at));
     } else {
       *reinterpret_cast<uint4*>(k_dst) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(v_dst) = make_uint4(0, 0, 0, 0);
     }
   }
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // The kStages-stage cp.async pipeline over the K/V tiles [begin, end) of one sequence's KV head.
@@ -145,6 +158,16 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 __device__ __forceinline__ uint32_t load_u32(const bf16* src) {
   return *reinterpret_cast<const uint32_t*>(src);
+}
+
+// d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Four 8x8 bf16 matrices from shared memory (B fragments of K^T from a row-major [key][dim]

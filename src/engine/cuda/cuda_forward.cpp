@@ -140,8 +140,7 @@ void CudaRunner::time_linear_kernels() {
       auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
       auto gemv = [&] {
         return time_ms([&](int i) {
-          launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, *gemv_scratch_, stream_,
-                      overlap_);
+          launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
         });
       };
       auto cublas = [&] {
@@ -152,8 +151,7 @@ void CudaRunner::time_linear_kernels() {
     }
     auto fused = [&] {
       return time_ms([&](int i) {
-        launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, *gemv_scratch_,
-                             stream_, overlap_);
+        launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
       });
     };
     auto separate = [&] {
@@ -183,8 +181,8 @@ void CudaRunner::time_linear_kernels() {
 void CudaRunner::linear(const bf16* x, const bf16* w, float* y, int tokens, int n, int k,
                         const GemvNorm& takes) {
   if (takes.weight || prefers_gemv(tokens, n, k, false)) {
-    launch_gemv(x, w, y, GemvStore::fp32, tokens, n, k, *gemv_scratch_, stream_, overlap_,
-                nullptr, takes.weight ? &takes : nullptr);
+    launch_gemv(x, w, y, GemvStore::fp32, tokens, n, k, stream_, overlap_, nullptr,
+                takes.weight ? &takes : nullptr);
   } else {
     gemm_->run(x, w, y, false, tokens, n, k, stream_);
   }
@@ -205,8 +203,8 @@ GemvNorm CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, i
     left.parts = gemv_groups(tokens, n);
     left.eps = float(weights_.config().rms_norm_eps);
   }
-  launch_gemv(x, w, residual, GemvStore::add_fp32, tokens, n, k, *gemv_scratch_, stream_,
-              overlap_, next_norm ? &left : nullptr);
+  launch_gemv(x, w, residual, GemvStore::add_fp32, tokens, n, k, stream_, overlap_,
+              next_norm ? &left : nullptr);
   return left;
 }
 
@@ -325,8 +323,8 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     const bf16* gated = act;
     if (gate_up_gemv) {
       bf16* silu_out = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      launch_gemv_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden,
-                           *gemv_scratch_, stream_, overlap_, left.weight ? &left : nullptr);
+      launch_gemv_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden, stream_,
+                           overlap_, left.weight ? &left : nullptr);
       mark("gate|up linear + silu * mul");
       gated = silu_out;
     } else {

@@ -94,7 +94,6 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
                   ")";
   GPUFRAC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<CublasLtGemm>();
-  gemv_scratch_ = std::make_unique<GemvScratch>();
 
   const int64_t tokens = options_.max_tokens_per_step, seqs = options_.max_seqs_per_step;
   const int64_t hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
@@ -272,8 +271,7 @@ void CudaRunner::choose_launch_overlap() {
   try {
     for (int i = 0; i < 2; ++i) {
       launch_gemv(activations_.as<bf16>(), weights_.layers[0].o_proj, gemm_out_.data(),
-                  GemvStore::fp32, 1, c.hidden_size, c.q_width(), *gemv_scratch_, stream_,
-                  true);
+                  GemvStore::fp32, 1, c.hidden_size, c.q_width(), stream_, true);
     }
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     overlap_ = true;

@@ -58,9 +58,7 @@ namespace gpufrac::engine {
 // the simple ones everywhere, so a broken fast kernel cannot block a run.
 struct CudaKernelChoice {
   AttentionKernels attention = AttentionKernels::kFast;
-  // Linear layers with at most this many tokens may use the GEMV (where it won the start-up
-  // timing; up to kGemvMaxTokens); 0: never.
-  int gemv_max_tokens = kGemvSimtMaxTokens;
+  int gemv_max_tokens = 4;  // linear layers with at most this many tokens use the GEMV; 0: never
   // The layer kernels start while their predecessor finishes (programmatic dependent launch;
   // used on sm_90 and later where the driver accepts it, else ignored).
   bool overlap_launches = true;
@@ -208,7 +206,6 @@ class CudaRunner final : public ModelRunner {
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
-  std::unique_ptr<GemvScratch> gemv_scratch_;  // the tensor-core GEMV's split sums
   std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
   // Activations, sized for options_ at construction.

@@ -1,12 +1,9 @@
-// The fp32-FMA form of the GEMV (gemv.h) for up to kGemvSimtMaxTokens tokens, and the entry
-// points that dispatch to it or to the tensor-core form (gemv_mma.cu).
 #include "engine/cuda/gemv.h"
 
 #include <atomic>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
-#include "engine/cuda/gemv_internal.cuh"
 #include "engine/cuda/kernel_launch.cuh"
 
 namespace gpufrac::engine {
@@ -37,6 +34,18 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   }
   return sum;
 }
+
+struct GemvArgs {
+  const bf16* x;
+  const bf16* w;
+  void* y;
+  GemvStore store;
+  int n, k;
+  GemvNorm leaves;         // weight null: none
+  const float* take_sums;  // null: x as it is
+  int take_parts;
+  float take_eps;
+};
 
 // A row group is kRows weight rows. Plain (kSilu false): rows f0..f0+kRows-1 give those outputs
 // of n. SiLU (kSilu true, w = [gate; up] with n rows each): rows f0, f0+1 of gate and of up give
@@ -155,8 +164,24 @@ __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArg
         static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
       }
     } else {
-      // The square of the updated residual, for a GemvNorm left.
-      const float square = finishes ? store_output(a, at, f, total(o) * scale) : 0.0f;
+      float square = 0.0f;  // of the updated residual, for a GemvNorm left
+      if (finishes) {
+        const float v = total(o) * scale;
+        switch (a.store) {
+          case GemvStore::bf16: static_cast<bf16*>(a.y)[at] = __float2bfloat16_rn(v); break;
+          case GemvStore::fp32: static_cast<float*>(a.y)[at] = v; break;
+          case GemvStore::add_fp32: {
+            float* y = static_cast<float*>(a.y);
+            const float r = y[at] + v;
+            y[at] = r;
+            if (a.leaves.weight) {
+              a.leaves.rows[at] = __float2bfloat16_rn(r * a.leaves.weight[f]);
+              square = r * r;
+            }
+            break;
+          }
+        }
+      }
       if (a.leaves.weight) {  // the same for every thread of the grid
         if (o < kOutputs) left_squares[o][m] = square;
         __syncthreads();
@@ -170,6 +195,21 @@ __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArg
     }
     __syncthreads();  // partial and left_squares are the next group's
   }
+}
+
+// SMs of the current device the process may use (cudaDevAttrMultiProcessorCount, which an MPS
+// active-thread percentage lowers), asked once per device (each time past kRememberedDevices).
+int device_sms() {
+  constexpr int kRememberedDevices = 64;
+  static std::atomic<int> remembered[kRememberedDevices];
+  int device = 0;
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+  int sms = device < kRememberedDevices ? remembered[device].load(std::memory_order_relaxed) : 0;
+  if (sms == 0) {
+    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (device < kRememberedDevices) remembered[device].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
 }
 
 // Blocks of gemv_kernel<kM, kSilu, kRows> resident at once per SM.
@@ -228,14 +268,13 @@ void launch_m(const GemvArgs& a, cudaStream_t stream, bool overlap) {
 }
 
 template <bool kSilu>
-void launch(const char* name, const GemvArgs& a, int m, const GemvScratch& scratch,
-            cudaStream_t stream, bool overlap) {
+void launch(const char* name, const GemvArgs& a, int m, cudaStream_t stream, bool overlap) {
   if (m == 0 || a.n == 0) return;
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (m < 0 || m > kGemvMaxTokens || a.k % 8 != 0 || misaligned(a.x) || misaligned(a.w) ||
       misaligned(a.y)) {
     throw_cuda_failure(name, __FILE__, __LINE__,
-                       "needs 1..32 tokens, k a multiple of 8 and 16-byte aligned pointers");
+                       "needs 1..8 tokens, k a multiple of 8 and 16-byte aligned pointers");
   }
   const GemvNorm& left = a.leaves;
   if (left.weight && (a.store != GemvStore::add_fp32 || left.parts != gemv_groups(m, a.n) ||
@@ -248,7 +287,10 @@ void launch(const char* name, const GemvArgs& a, int m, const GemvScratch& scrat
     case 2: launch_m<2, kSilu>(a, stream, overlap); break;
     case 3: launch_m<3, kSilu>(a, stream, overlap); break;
     case 4: launch_m<4, kSilu>(a, stream, overlap); break;
-    default: launch_gemv_mma(a, kSilu, m, scratch, stream, overlap); break;
+    case 5: launch_m<5, kSilu>(a, stream, overlap); break;
+    case 6: launch_m<6, kSilu>(a, stream, overlap); break;
+    case 7: launch_m<7, kSilu>(a, stream, overlap); break;
+    default: launch_m<8, kSilu>(a, stream, overlap); break;
   }
   GPUFRAC_LAUNCH_CHECK();
 }
@@ -273,35 +315,24 @@ GemvArgs arguments(const char* name, const bf16* x, const bf16* w, void* y, Gemv
 
 }  // namespace
 
-int device_sms() {
-  static std::atomic<int> remembered[64];
-  return once_per_device(remembered, [](int device) {
-    int sms = 0;
-    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  });
-}
-
 int gemv_groups(int m, int n) {
-  if (m > kGemvSimtMaxTokens) return (n + gemv_mma_tile_outputs() - 1) / gemv_mma_tile_outputs();
   const int rows = plain_rows_per_group(m, n);
   return (n + rows - 1) / rows;
 }
 
 void launch_gemv(const bf16* x, const bf16* w, void* y, GemvStore store, int m, int n, int k,
-                 const GemvScratch& scratch, cudaStream_t stream, bool overlap,
-                 const GemvNorm* leaves, const GemvNorm* takes) {
+                 cudaStream_t stream, bool overlap, const GemvNorm* leaves,
+                 const GemvNorm* takes) {
   launch<false>("launch_gemv", arguments("launch_gemv", x, w, y, store, n, k, leaves, takes), m,
-                scratch, stream, overlap);
+                stream, overlap);
 }
 
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          const GemvScratch& scratch, cudaStream_t stream, bool overlap,
-                          const GemvNorm* takes) {
+                          cudaStream_t stream, bool overlap, const GemvNorm* takes) {
   launch<true>("launch_gemv_silu_mul",
                arguments("launch_gemv_silu_mul", x, w_gate_up, y, GemvStore::bf16, n, k, nullptr,
                          takes),
-               m, scratch, stream, overlap);
+               m, stream, overlap);
 }
 
 }  // namespace gpufrac::engine

@@ -1,20 +1,14 @@
 // A weight-streaming GEMM for the few tokens of a decode step: y[m][n] = x[m][k] W[n][k]^T for
 // m <= kGemvMaxTokens, bf16 x and W (row-major, as gemm.h), fp32 accumulation, y in bf16 or
-// fp32, or added to an fp32 matrix (the residual stream). The weights cross the memory bus
-// exactly once per step; cuBLASLt (gemm.h) reaches ~3.0 of the ~4.3 TB/s at these shapes, and
-// the runner times both per shape (cuda_forward.cpp). Two forms behind one entry:
-// - up to kGemvSimtMaxTokens tokens (gemv.cu): fp32 FMAs. The weight rows go in groups of 4 (5
-//   for one token where that leaves each block fewer rows: n = 2560 on 132 SMs) to a grid of no
-//   more blocks of 128 threads than are resident at once, each block taking the same number of
-//   groups and issuing the loads of its next group before it sums the current one; every thread
-//   streams a share of a group's 16-byte chunks (4 loads in flight per row, not kept in L1) and
-//   dots them with the same chunks of all m rows of x (read through L1).
-// - beyond (gemv_mma.cu): tensor cores (mma.sync, the weight rows as the MMA's M, the tokens
-//   as its N), one block per SM streaming tiles of 128 weight rows x 128 k through a four-stage
-//   cp.async ring in shared memory with the same k range of x beside each; the (tile, k step)
-//   iterations are dealt to the blocks in equal contiguous shares, so a tile may be summed by
-//   two or more blocks: each writes its part into a GemvScratch and the last to arrive adds
-//   them in block order (the same bits every run) and stores the tile.
+// fp32, or added to an fp32 matrix (the residual stream). The weight rows go in groups of 4 (5
+// for one token where that leaves each block fewer rows: n = 2560 on 132 SMs) to a grid of no
+// more blocks of 128 threads than are resident at once on the SMs the process may use, each
+// block taking the same number of groups and issuing the loads of its next group before it sums
+// the current one. Every thread streams a share of a group's 16-byte chunks (4 loads in flight
+// per row and thread, not kept in L1) and dots them with the same chunks of all m rows of x (read
+// through the L1 cache for all the rows); the warps are summed in shared memory. The weights
+// cross the memory bus exactly once per step. cuBLASLt (gemm.h) reaches ~3.0 of the ~4.3 TB/s
+// at these shapes; this kernel is meant to get close to the copy bandwidth.
 //
 // An RMSNorm between two GEMVs needs no kernel of its own (GemvNorm): the GEMV that adds a
 // projection into the residual rows leaves what the next GEMV needs to multiply the normed rows.
@@ -28,29 +22,10 @@
 #include <cuda_runtime.h>
 
 #include "engine/cuda/cuda_types.h"
-#include "engine/cuda/device_buffer.h"
 
 namespace gpufrac::engine {
 
-constexpr int kGemvMaxTokens = 32;
-constexpr int kGemvSimtMaxTokens = 4;  // the fp32-FMA form's limit; the tensor-core form beyond
-
-// Where the tensor-core form sums a tile that two or more blocks share: their partial sums and
-// one arrival count per block, for up to two blocks per SM of the device current at
-// construction (counts start at zero and the last arrival resets its count). One GEMV at a time
-// may use it: launches on one stream, or ordered by events.
-class GemvScratch {
- public:
-  GemvScratch();
-  float* partials() const { return partials_.as<float>(); }
-  unsigned* counters() const { return counters_.as<unsigned>(); }
-  int blocks() const { return blocks_; }  // the most blocks a launch may use
-
- private:
-  int blocks_ = 0;
-  DeviceBuffer partials_;
-  DeviceBuffer counters_;
-};
+constexpr int kGemvMaxTokens = 8;
 
 // How the GEMV stores y[m][n]: as bf16, as fp32, or added to the fp32 values y holds.
 enum class GemvStore { bf16, fp32, add_fp32 };
@@ -76,14 +51,14 @@ int gemv_groups(int m, int n);
 // parts == gemv_groups(m, n)), also the GemvNorm of the updated rows. With `takes`, x is
 // takes->rows and every output is scaled as GemvNorm says (k is the norm's n).
 void launch_gemv(const bf16* x, const bf16* w, void* y, GemvStore store, int m, int n, int k,
-                 const GemvScratch& scratch, cudaStream_t stream, bool overlap = false, const GemvNorm* leaves = nullptr,
+                 cudaStream_t stream, bool overlap = false, const GemvNorm* leaves = nullptr,
                  const GemvNorm* takes = nullptr);
 
 // The gate|up projection with SiLU * mul fused: w_gate_up is [2n][k] (gate rows, then up rows);
 // y[m][n] (bf16) = silu(x W_gate^T) * (x W_up^T), both products kept in fp32 until the result
 // (scaled first with `takes`, as launch_gemv). Same requirements as launch_gemv.
 void launch_gemv_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                          const GemvScratch& scratch, cudaStream_t stream, bool overlap = false,
+                          cudaStream_t stream, bool overlap = false,
                           const GemvNorm* takes = nullptr);
 
 }  // namespace gpufrac::engine
