@@ -440,17 +440,29 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 // kStages K/V stages in shared memory (kv_pipeline_next); with p.rope the last one holds the
 // block's q rows until the loop first refills it.
 //
-// beside_flash: launched right after the flash kernel of the same step, the blocks start without
-// waiting for it, so decode rows stream their K/V while the prompt chunks compute. This bends
-// kernel_launch.cuh's contract on purpose: what they read before waiting (q, K/V) was written by
-// launch_qkv_rope_kv, which had completed before any flash block passed its wait, and no block
-// of this grid starts before every flash block has; the flash kernel writes only its own output
-// rows, which nothing here reads. Every block waits for the flash kernel before it exits, so this
-// grid still completes after it and the kernels after attention see both.
+// When the blocks wait for the previous kernel (DecodeStart) bends kernel_launch.cuh's contract
+// on purpose in two cases:
+// - kBesideFlash: launched right after the flash kernel of the same step, the blocks start
+//   without waiting for it, so decode rows stream their K/V while the prompt chunks compute.
+//   What they read before waiting (q, K/V) was written by launch_qkv_rope_kv, which had
+//   completed before any flash block passed its wait, and no block of this grid starts before
+//   every flash block has; the flash kernel writes only its own output rows, which nothing here
+//   reads. Every block waits for the flash kernel before it exits, so this grid still completes
+//   after it and the kernels after attention see both.
+// - kCacheFirst (with p.rope: a decode-only step, one row per sequence): a block whose range
+//   does not hold its row's own position starts its K/V copies before waiting for the qkv
+//   projection. Those positions were written by earlier steps, and the step's inputs (tables,
+//   contexts) before it; all of that completed before the projection passed its own wait, and
+//   this grid launches only after that. The row's own position is read only by the block that
+//   writes it, after the wait.
+enum class DecodeStart { kAfterPrevious, kCacheFirst, kBesideFlash };
+
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
-    decode_attention_kernel(AttentionParams p, bool beside_flash) {
-  if (!beside_flash) wait_for_previous_grid();
+    decode_attention_kernel(AttentionParams p, DecodeStart start) {
+  const bool beside_flash = start == DecodeStart::kBesideFlash;
+  bool waited = start == DecodeStart::kAfterPrevious;
+  if (waited) wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
@@ -467,7 +479,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
   if (p.max_queries >= kFlashMinQueries && row_is_flash(p, seq, kFlashMinQueries)) {
-    if (beside_flash) wait_for_previous_grid();
+    if (!waited) wait_for_previous_grid();
     return;
   }
   const int group = p.num_heads / p.num_kv_heads;
@@ -490,6 +502,10 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   bf16* q_stage = tiles + (kStages - 1) * 2 * kTileElements;
   if (!writes_kv) {
     kv_pipeline_start<kHeadDim, kStride, kStages>(p, table, kv_head, begin, end, tiles);
+  }
+  if (!waited && !beside_flash) {
+    wait_for_previous_grid();
+    waited = true;
   }
   if (applies_rope) {
     rope_angles<kHeadDim>(p.rope, row, angle_cos, angle_sin);
@@ -653,6 +669,9 @@ void launch_flash(const AttentionParams& p, cudaStream_t stream) {
 template <int kHeadDim, int kStages>
 void launch_decode(const AttentionParams& p, int decode_rows, bool beside_flash,
                    cudaStream_t stream) {
+  const DecodeStart start = beside_flash                ? DecodeStart::kBesideFlash
+                            : p.rope.qkv.data != nullptr ? DecodeStart::kCacheFirst
+                                                         : DecodeStart::kAfterPrevious;
   constexpr int kShared = decode_shared_bytes<kHeadDim, kStages>();
   static const cudaError_t raised =
       cudaFuncSetAttribute(decode_attention_kernel<kHeadDim, kStages>,
@@ -660,7 +679,7 @@ void launch_decode(const AttentionParams& p, int decode_rows, bool beside_flash,
   GPUFRAC_CUDA_CHECK(raised);
   launch_kernel(decode_attention_kernel<kHeadDim, kStages>,
                 dim3(decode_rows, p.num_kv_heads, p.splits), dim3(kThreads), kShared, stream,
-                p.overlap, p, beside_flash);
+                p.overlap, p, start);
 }
 
 template <int kHeadDim>
