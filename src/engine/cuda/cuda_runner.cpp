@@ -68,7 +68,6 @@ std::string CudaKernelChoice::describe() const {
   }
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
-  if (attention == AttentionKernels::kFast && hopper_flash) text += ", Hopper flash";
   return text;
 }
 

@@ -64,10 +64,7 @@ struct CudaKernelChoice {
   bool overlap_launches = true;
   // Greedy and plain temperature rows are sampled by a scan split across the GPU (gpu_sampler.h).
   bool split_sampler = true;
-  // Prompt chunks (head_dim 128) take the flash kernel on Hopper's warpgroup MMA where the GPU
-  // runs it (sm_90); false: the mma.sync flash kernel everywhere.
-  bool hopper_flash = false;
-  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false, false}; }
+  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false}; }
   static CudaKernelChoice from_environment();
   std::string describe() const;
 };
