@@ -488,8 +488,7 @@ template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
     decode_attention_kernel(AttentionParams p, DecodeStart start) {
   const bool beside_flash = start == DecodeStart::kBesideFlash;
-  bool waited = start == DecodeStart::kAfterPrevious;
-  if (waited) wait_for_previous_grid();
+  if (start == DecodeStart::kAfterPrevious) wait_for_previous_grid();
   allow_next_grid_launch();
   constexpr int kStride = tile_stride<kHeadDim>();
   constexpr int kTileElements = kTileKeys * kStride;
@@ -506,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
   if (p.max_queries >= kFlashMinQueries && row_is_flash(p, seq, kFlashMinQueries)) {
-    if (!waited) wait_for_previous_grid();
+    if (start != DecodeStart::kAfterPrevious) wait_for_previous_grid();
     return;
   }
   const int group = p.num_heads / p.num_kv_heads;
@@ -530,10 +529,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   if (!writes_kv) {
     kv_pipeline_start<kHeadDim, kStride, kStages>(p, table, kv_head, begin, end, tiles);
   }
-  if (!waited && !beside_flash) {
-    wait_for_previous_grid();
-    waited = true;
-  }
+  if (start == DecodeStart::kCacheFirst) wait_for_previous_grid();
   if (applies_rope) {
     rope_angles<kHeadDim>(p.rope, row, angle_cos, angle_sin);
     __syncthreads();

@@ -6,8 +6,9 @@
 // Contract of a kernel launched with `overlap`:
 // - it may start while the previous kernel on the stream still runs; before
 //   wait_for_previous_grid() it reads only memory no kernel of the step writes (weights) and
-//   writes nothing (one kernel bends this, with the reasons written beside it: the decode
-//   attention kernel that runs beside the flash kernel, attention_fast.cu);
+//   writes nothing (the decode attention kernel bends this in two cases, with the reasons
+//   written beside it, attention_fast.cu: beside the flash kernel, and copying K/V of earlier
+//   steps before the qkv projection it waits for);
 // - wait_for_previous_grid() returns once the previous kernel has completed and its writes are
 //   visible (and, since that kernel waited likewise, every earlier one);
 // - allow_next_grid_launch() (after the wait) lets the next overlapping kernel's blocks be
