@@ -384,33 +384,39 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
 
   // Variants: simple; fast, launched plainly, flash blocks of two heads; fast as the runner
   // launches it (the SM count known: one head per flash block when pairs would not fill the
-  // GPU; overlapped launches on sm_90 and later: the decode kernel beside the flash kernel).
+  // GPU; overlapped launches on sm_90 and later: the decode kernel beside the flash kernel); the
+  // same with the Hopper flash kernel (flash_hopper.cu, on sm_90 at head_dim 128), one and two
+  // query heads per block.
   int device = 0, major = 0;
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
   GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   cudaStream_t stream = nullptr;
   GPUFRAC_CUDA_CHECK(cudaStreamCreate(&stream));
-  std::vector<float> results[3];
-  for (int variant = 0; variant < 3; ++variant) {
+  constexpr int kVariants = 5;
+  const char* const names[kVariants] = {"simple", "plain", "as the runner launches it",
+                                        "as the runner, Hopper flash",
+                                        "as the runner, Hopper flash of head pairs"};
+  std::vector<float> results[kVariants];
+  for (int variant = 0; variant < kVariants; ++variant) {
     DeviceBuffer out(out_elements * 2, "attention out");
     GPUFRAC_CUDA_CHECK(cudaMemset(out.data(), 0xff, out_elements * 2));  // bf16 NaN
     p.out = out.as<bf16>();
     p.kernels = variant == 0 ? AttentionKernels::kSimple : AttentionKernels::kFast;
-    p.sm_count = variant == 2 ? 132 : 0;
-    p.first_flash_seq = variant == 2 ? short_seqs : 0;
-    p.overlap = variant == 2 && major >= 9;
+    p.sm_count = variant >= 2 ? 132 : 0;
+    p.first_flash_seq = variant >= 2 ? short_seqs : 0;
+    p.overlap = variant >= 2 && major >= 9;
+    p.hopper_flash_heads = variant >= 3 ? variant - 2 : 0;
     launch_paged_attention(p, stream);
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
     results[variant] = bf16_to_floats(download<uint16_t>(out, out_elements));
   }
   GPUFRAC_CUDA_CHECK(cudaStreamDestroy(stream));
-  for (int variant = 1; variant < 3; ++variant) {
+  for (int variant = 1; variant < kVariants; ++variant) {
     double error = relative_error(results[variant], results[0]);
     std::printf("fast attention %s (%s): rows %d, splits %d, max context %d, relative error %.2e\n",
-                what, variant == 1 ? "plain" : "as the runner launches it", rows, p.splits,
-                max_context, error);
+                what, names[variant], rows, p.splits, max_context, error);
     // bf16 outputs (~4e-3 relative rounding) and, in the flash kernel, bf16 probabilities.
-    EXPECT_LT(error, 2e-2) << what << (variant == 1 ? " (plain)" : " (as the runner)");
+    EXPECT_LT(error, 2e-2) << what << " (" << names[variant] << ")";
   }
 }
 

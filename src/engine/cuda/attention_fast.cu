@@ -85,16 +85,6 @@ __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, con
   }
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // The kStages-stage cp.async pipeline over the K/V tiles [begin, end) of one sequence's KV head.
 // Stage s of `tiles` holds a K tile and then a V tile (2 * kTileKeys * kStride elements).
 // kv_pipeline_start starts the copies of the first kStages - 1 tiles into stages 0, 1, ...;
@@ -151,15 +141,6 @@ __device__ __forceinline__ void kv_pipeline_next(const AttentionParams& p, const
 
 // ---- Flash attention for prompt chunks --------------------------------------------------------
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ __forceinline__ uint32_t load_u32(const bf16* src) {
-  return *reinterpret_cast<const uint32_t*>(src);
-}
-
 // d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators.
 __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
                                                uint32_t b1) {
@@ -185,14 +166,6 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const bf16* row_addre
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(address));
-}
-
-// 2^x in one instruction (ex2.approx.ftz: results below 2^-126 flush to 0, far below the bf16
-// rounding of the probabilities that use it); 2^-inf = 0.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Four 8x8 bf16 matrices from shared memory, transposed (B fragments of a row-major [k][n]
@@ -709,7 +682,7 @@ template <int kHeadDim>
 void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const bool flash = p.max_queries >= kFlashMinQueries;
   const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
-  if (flash) {
+  if (flash && !launch_flash_hopper(p, stream)) {
     // Two heads per warp where the heads of a KV head pair up, unless the pairs' blocks would
     // leave SMs idle that blocks of one head fill (a served step's one short prompt chunk).
     const int prompt_rows = p.rows - (p.decode_rows >= 0 ? p.decode_rows : 0);

@@ -1,9 +1,11 @@
-// What the two attention translation units share (attention.cu: the simple kernel, split
-// merging and the dispatch; attention_fast.cu: the flash prefill and tiled decode kernels).
-// Included by those .cu files only.
+// What the attention translation units share (attention.cu: the simple kernel, split merging
+// and the dispatch; attention_fast.cu: the flash prefill and tiled decode kernels;
+// flash_hopper.cu: the flash kernel on Hopper's warpgroup MMA). Included by those .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "engine/cuda/attention.h"
 
@@ -31,6 +33,33 @@ __device__ __forceinline__ bool row_is_flash(const AttentionParams& p, int seq, 
   return p.seq_query_start[seq + 1] - p.seq_query_start[seq] >= min_queries;
 }
 
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t load_u32(const bf16* src) {
+  return *reinterpret_cast<const uint32_t*>(src);
+}
+
+// 2^x in one instruction (ex2.approx.ftz: results below 2^-126 flush to 0, far below the bf16
+// rounding of the probabilities that use it); 2^-inf = 0.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // K/V stages of the fast decode kernel for p's decode rows: three in a decode-only step of one
 // split that streams whole contexts (decode_streams_whole_contexts), two otherwise.
 int decode_kernel_stages(const AttentionParams& p);
@@ -38,6 +67,11 @@ int decode_kernel_stages(const AttentionParams& p);
 // Merges split partials into p.out for every row not owned by the flash kernel
 // (flash_min_queries 0: every row).
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream);
+
+// The flash kernel on Hopper's warpgroup MMA (flash_hopper.cu) for p's prompt chunks, when
+// p.hopper_flash_heads > 0, the head dimension is 128 and the current device runs its code
+// (sm_90); false (nothing launched) otherwise.
+bool launch_flash_hopper(const AttentionParams& p, cudaStream_t stream);
 
 // kFast (attention_fast.cu): flash kernel for long sequences, tiled decode kernel for the rest,
 // split merging. Requires fast_attention_supported().

@@ -68,6 +68,9 @@ std::string CudaKernelChoice::describe() const {
   }
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
+  if (attention == AttentionKernels::kFast && hopper_flash_heads > 0) {
+    text += ", Hopper flash (" + std::to_string(hopper_flash_heads) + " heads per block)";
+  }
   return text;
 }
 
