@@ -172,8 +172,8 @@ struct Variant {
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); hopper-flash, hopper-flash-pairs: fast, with prompt chunks on the Hopper
 // flash kernel (flash_hopper.cu) where the GPU runs it, one or two query heads per block;
-// simple-attention: fast GEMV, simple attention; cublas: fast attention,
-// cuBLASLt for every GEMM; simple: the first version's kernels.
+// simple-attention: fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every
+// GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
@@ -213,11 +213,10 @@ int bench_main(int argc, char** argv) {
       .option("iterations", "N", "timed repetitions per point", "50")
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
-              "overlapped launches), hopper-flash and hopper-flash-pairs (fast, prompt chunks on the "
-              "Hopper flash kernel, one or two heads per block), "
-              "simple-attention (fast GEMV, simple attention), cublas (fast "
-              "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
-              "as NAME#2, ...",
+              "overlapped launches), hopper-flash and hopper-flash-pairs (fast, prompt chunks on "
+              "the Hopper flash kernel, one or two heads per block), simple-attention (fast GEMV, "
+              "simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version 1); a "
+              "name given again is timed again as NAME#2, ...",
               "fast,serial,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")

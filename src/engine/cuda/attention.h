@@ -22,9 +22,9 @@
 //   flash_hopper.cu; otherwise mma.sync m16n8k16 bf16, 64 query rows x two query heads of one KV
 //   head per block, one head where the group is odd or where the pairs' blocks would not fill
 //   the sm_count SMs; 64-key K/V tiles in shared memory, online softmax in registers); every
-//   other row (decode) goes to a kernel that stages 64-key K/V
-//   tiles in shared memory with 16-byte loads (three tiles in flight in a decode-only step
-//   that streams whole contexts, decode_streams_whole_contexts; two otherwise) and computes all
+//   other row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with
+//   16-byte loads (three tiles in flight in a decode-only step that streams whole contexts,
+//   decode_streams_whole_contexts; two otherwise) and computes all
 //   query heads of its KV head from them, split over the context as above; its grid spans rows
 //   [0, decode_rows) and the split count is planned for those rows (a served step puts its
 //   decodes first, before the prompt chunks). With overlapped launches the decode kernel runs

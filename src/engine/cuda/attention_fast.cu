@@ -221,13 +221,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
-  if (threadIdx.x == 0) s_kv_end = 0;
-  __syncthreads();
-  if (threadIdx.x < kFlashRows && tile_row0 + int(threadIdx.x) < q_count) {
-    atomicMax(&s_kv_end, p.token_context[q_begin + tile_row0 + threadIdx.x]);
-  }
-  __syncthreads();
-  const int kv_end = s_kv_end;
+  const int kv_end = flash_tile_context_end(p, q_begin, tile_row0, kFlashRows, q_count, s_kv_end);
 
   const int r_lo = tile_row0 + warp * 16 + g, r_hi = r_lo + 8;  // rows within the sequence
   const bool lo_ok = r_lo < q_count, hi_ok = r_hi < q_count;

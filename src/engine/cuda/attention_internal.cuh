@@ -60,6 +60,22 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// The context end of a flash block's query rows: the largest token_context of rows [row0,
+// row0 + rows) of the sequence whose queries start at row q_begin (rows at or past q_count
+// skipped), reduced through `slot` in shared memory. Every thread of the block calls it (it
+// syncs the block twice); needs blockDim.x >= rows.
+__device__ __forceinline__ int flash_tile_context_end(const AttentionParams& p, int q_begin,
+                                                      int row0, int rows, int q_count,
+                                                      int& slot) {
+  if (threadIdx.x == 0) slot = 0;
+  __syncthreads();
+  if (int(threadIdx.x) < rows && row0 + int(threadIdx.x) < q_count) {
+    atomicMax(&slot, p.token_context[q_begin + row0 + threadIdx.x]);
+  }
+  __syncthreads();
+  return slot;
+}
+
 // K/V stages of the fast decode kernel for p's decode rows: three in a decode-only step of one
 // split that streams whole contexts (decode_streams_whole_contexts), two otherwise.
 int decode_kernel_stages(const AttentionParams& p);

@@ -27,7 +27,7 @@ constexpr int kRowBytes = 128;
 constexpr int kBlockBytes = kKeys * kRowBytes;
 constexpr int kTileBytes = 2 * kBlockBytes;
 constexpr int kStageBytes = 2 * kTileBytes;  // K, then V
-constexpr int kGroupBytes = 8 * kRowBytes;   // one swizzle atom
+constexpr int kAtomBytes = 8 * kRowBytes;   // one swizzle atom
 // K/V stages in shared memory for kGroups warpgroups per block: three fit two one-warpgroup
 // blocks per SM (113 KB each), four one block of two warpgroups.
 template <int kGroups>
@@ -110,8 +110,8 @@ __device__ __forceinline__ void issue_scores(float (&s)[kKeys / 2], uint32_t q_t
 #pragma unroll
   for (int st = 0; st < kSteps; ++st) {
     const uint32_t offset = uint32_t((st >> 2) * kBlockBytes + (st & 3) * 32);
-    q_desc[st] = wgmma_descriptor(q_tile + offset, 16, kGroupBytes);
-    k_desc[st] = wgmma_descriptor(k_tile + offset, 16, kGroupBytes);
+    q_desc[st] = wgmma_descriptor(q_tile + offset, 16, kAtomBytes);
+    k_desc[st] = wgmma_descriptor(k_tile + offset, 16, kAtomBytes);
   }
   wgmma_fence();
 #pragma unroll
@@ -153,13 +153,7 @@ __global__ void __launch_bounds__(kGroupThreads * kGroups, kGroups == 1 ? 2 : 1)
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
-  if (threadIdx.x == 0) s_kv_end = 0;
-  __syncthreads();
-  if (threadIdx.x < kRows && tile_row0 + int(threadIdx.x) < q_count) {
-    atomicMax(&s_kv_end, p.token_context[q_begin + tile_row0 + threadIdx.x]);
-  }
-  __syncthreads();
-  const int kv_end = s_kv_end;
+  const int kv_end = flash_tile_context_end(p, q_begin, tile_row0, kRows, q_count, s_kv_end);
   const int tiles = (kv_end + kKeys - 1) / kKeys;
   const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
   load_queries(p, q_begin, tile_row0, q_count, head, q_tile);  // in tile 0's group
@@ -245,7 +239,7 @@ __global__ void __launch_bounds__(kGroupThreads * kGroups, kGroups == 1 ? 2 : 1)
     uint64_t v_desc[kKeys / 16];
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      v_desc[kk] = wgmma_descriptor(vs + uint32_t(kk * 16 * kRowBytes), kBlockBytes, kGroupBytes);
+      v_desc[kk] = wgmma_descriptor(vs + uint32_t(kk * 16 * kRowBytes), kBlockBytes, kAtomBytes);
     }
     wgmma_fence();
 #pragma unroll
