@@ -170,25 +170,27 @@ struct Variant {
 };
 
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
-// overlapped launches); hopper-flash, hopper-flash-pairs: fast, with prompt chunks on the Hopper
-// flash kernel (flash_hopper.cu) where the GPU runs it, one or two query heads per block;
-// simple-attention: fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every
-// GEMM; simple: the first version's kernels.
+// overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
+// of the Hopper one (flash_hopper.cu); simple-attention: fast GEMV, simple attention; cublas:
+// fast attention, cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
-  if (name == "serial") return {name, {AttentionKernels::kFast, fast.gemv_max_tokens, false}};
-  if (name == "hopper-flash" || name == "hopper-flash-pairs") {
-    CudaKernelChoice hopper = fast;
-    hopper.hopper_flash_heads = name == "hopper-flash" ? 1 : 2;
-    return {name, hopper};
+  if (name == "serial") {
+    CudaKernelChoice serial = fast;
+    serial.overlap_launches = false;
+    return {name, serial};
+  }
+  if (name == "mma-flash") {
+    CudaKernelChoice mma = fast;
+    mma.hopper_flash = false;
+    return {name, mma};
   }
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, hopper-flash, hopper-flash-pairs, simple-attention, cublas, "
-                   "simple)");
+                   "' (use fast, serial, mma-flash, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -213,11 +215,11 @@ int bench_main(int argc, char** argv) {
       .option("iterations", "N", "timed repetitions per point", "50")
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
-              "overlapped launches), hopper-flash and hopper-flash-pairs (fast, prompt chunks on "
-              "the Hopper flash kernel, one or two heads per block), simple-attention (fast GEMV, "
-              "simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version 1); a "
-              "name given again is timed again as NAME#2, ...",
-              "fast,serial,simple-attention,cublas,simple")
+              "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
+              "not the Hopper one), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
+              "as NAME#2, ...",
+              "fast,serial,mma-flash,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
       .option("mixed", "DECODES,TOKENS",

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/cuda/attention.h"
@@ -382,20 +383,19 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   p.partial_out = partial_out.as<float>();
   p.partial_lse = partial_lse.as<float>();
 
-  // Variants: simple; fast, launched plainly, flash blocks of two heads; fast as the runner
-  // launches it (the SM count known: one head per flash block when pairs would not fill the
-  // GPU; overlapped launches on sm_90 and later: the decode kernel beside the flash kernel); the
-  // same with the Hopper flash kernel (flash_hopper.cu, on sm_90 at head_dim 128), one and two
-  // query heads per block.
+  // Variants: simple; fast, launched plainly, flash blocks of two heads (the mma.sync kernel);
+  // fast as the runner launches it (the SM count known: one head per mma.sync flash block when
+  // pairs would not fill the GPU; overlapped launches on sm_90 and later: the decode kernel
+  // beside the flash kernel; prompt chunks on the Hopper flash kernel where it runs,
+  // flash_hopper.cu); the same with the mma.sync flash kernel.
   int device = 0, major = 0;
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
   GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   cudaStream_t stream = nullptr;
   GPUFRAC_CUDA_CHECK(cudaStreamCreate(&stream));
-  constexpr int kVariants = 5;
+  constexpr int kVariants = 4;
   const char* const names[kVariants] = {"simple", "plain", "as the runner launches it",
-                                        "as the runner, Hopper flash",
-                                        "as the runner, Hopper flash of head pairs"};
+                                        "as the runner, mma.sync flash"};
   std::vector<float> results[kVariants];
   for (int variant = 0; variant < kVariants; ++variant) {
     DeviceBuffer out(out_elements * 2, "attention out");
@@ -405,7 +405,7 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
     p.sm_count = variant >= 2 ? 132 : 0;
     p.first_flash_seq = variant >= 2 ? short_seqs : 0;
     p.overlap = variant >= 2 && major >= 9;
-    p.hopper_flash_heads = variant >= 3 ? variant - 2 : 0;
+    p.hopper_flash = variant == 2;
     launch_paged_attention(p, stream);
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
     results[variant] = bf16_to_floats(download<uint16_t>(out, out_elements));
@@ -502,6 +502,18 @@ TEST(CudaFastPathAttention, DecodesBesideAPromptChunkSplitByTheirOwnCount) {
   // A short chunk after a long one: the decode rows reach past the flash rows.
   c.seqs = {{0, 300}, {2000, 1}, {500, 5}, {0, 64}};
   check_attention(c, 36, "decode rows after a prompt chunk");
+}
+
+// The Hopper flash kernel copies one box per KV-cache block (8 to 64 positions; 128 takes the
+// mma.sync kernel), several to a 128-key tile.
+TEST(CudaFastPathAttention, PromptChunksMatchSimpleAtEveryBlockSize) {
+  AttentionCase c;
+  c.seqs = {{0, 300}, {77, 1}, {200, 129}, {0, kFlashMinQueries}};
+  for (int block_size : {8, 32, 64, 128}) {
+    c.block_size = block_size;
+    const std::string what = "block size " + std::to_string(block_size);
+    check_attention(c, 60 + block_size, what.c_str());
+  }
 }
 
 TEST(CudaFastPathAttention, OtherHeadShapesMatchSimple) {

@@ -17,11 +17,11 @@
 //   against, and the fallback selected by GPUFRAC_CUDA_SIMPLE=1).
 // - kFast (head_dim 64 or 128, up to 8 query heads per KV head, a power-of-two block size; other
 //   shapes use kSimple): sequences with at least kFlashMinQueries query rows this step (prompt
-//   chunks) go to a flash-attention kernel on the tensor cores (with hopper_flash_heads, on sm_90
-//   at head_dim 128, the warpgroup MMA, 64 query rows x one or two query heads per block,
-//   flash_hopper.cu; otherwise mma.sync m16n8k16 bf16, 64 query rows x two query heads of one KV
-//   head per block, one head where the group is odd or where the pairs' blocks would not fill
-//   the sm_count SMs; 64-key K/V tiles in shared memory, online softmax in registers); every
+//   chunks) go to a flash-attention kernel on the tensor cores (with hopper_flash where it runs:
+//   the warpgroup MMA, 64 query rows x two query heads per block, 128-key K/V tiles copied by
+//   TMA, flash_hopper.cu; otherwise mma.sync m16n8k16 bf16, 64 query rows x two query heads of
+//   one KV head per block, one head where the group is odd or where the pairs' blocks would not
+//   fill the sm_count SMs; 64-key K/V tiles in shared memory, online softmax in registers); every
 //   other row (decode) goes to a kernel that stages 64-key K/V tiles in shared memory with
 //   16-byte loads (three tiles in flight in a decode-only step that streams whole contexts,
 //   decode_streams_whole_contexts; two otherwise) and computes all
@@ -75,10 +75,9 @@ struct AttentionParams {
   bf16* out = nullptr;           // [rows][num_heads][head_dim]
   AttentionKernels kernels = AttentionKernels::kFast;
   int sm_count = 0;  // SMs this process may use (the flash kernel's block shape); 0: unknown
-  // 1 or 2: prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs
-  // (head_dim 128, sm_90), with that many query heads of one KV head per block (one where the
-  // group is odd); 0: the mma.sync flash kernel.
-  int hopper_flash_heads = 0;
+  // Prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs (head_dim 128,
+  // an even query-head group, a block size of 8 to 64, sm_90); otherwise the mma.sync one.
+  bool hopper_flash = false;
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
   // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
   bool overlap = false;

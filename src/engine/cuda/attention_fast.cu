@@ -676,7 +676,9 @@ template <int kHeadDim>
 void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const bool flash = p.max_queries >= kFlashMinQueries;
   const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
-  if (flash && !launch_flash_hopper(p, stream)) {
+  if (flash && hopper_flash_runs(p)) {
+    launch_flash_hopper(p, stream);
+  } else if (flash) {
     // Two heads per warp where the heads of a KV head pair up, unless the pairs' blocks would
     // leave SMs idle that blocks of one head fill (a served step's one short prompt chunk).
     const int prompt_rows = p.rows - (p.decode_rows >= 0 ? p.decode_rows : 0);

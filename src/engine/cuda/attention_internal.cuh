@@ -84,10 +84,12 @@ int decode_kernel_stages(const AttentionParams& p);
 // (flash_min_queries 0: every row).
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream);
 
-// The flash kernel on Hopper's warpgroup MMA (flash_hopper.cu) for p's prompt chunks, when
-// p.hopper_flash_heads > 0, the head dimension is 128 and the current device runs its code
-// (sm_90); false (nothing launched) otherwise.
-bool launch_flash_hopper(const AttentionParams& p, cudaStream_t stream);
+// Whether p's prompt chunks take the flash kernel on Hopper's warpgroup MMA (flash_hopper.cu):
+// p.hopper_flash, head_dim 128, query heads that pair up on their KV heads, a block size of 8
+// to 64 and a device that runs its code (sm_90).
+bool hopper_flash_runs(const AttentionParams& p);
+// Launches that kernel for p's prompt chunks (requires hopper_flash_runs(p)).
+void launch_flash_hopper(const AttentionParams& p, cudaStream_t stream);
 
 // kFast (attention_fast.cu): flash kernel for long sequences, tiled decode kernel for the rest,
 // split merging. Requires fast_attention_supported().

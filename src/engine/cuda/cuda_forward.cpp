@@ -305,7 +305,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
     attn.out = act;
     attn.overlap = overlap_;
-    attn.hopper_flash_heads = options_.kernels.hopper_flash_heads;
+    attn.hopper_flash = options_.kernels.hopper_flash;
     attn.sm_count = sm_count_;
     if (decode_attention_applies_rope(attn, rope)) {
       attn.rope = rope;

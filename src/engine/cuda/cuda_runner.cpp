@@ -68,9 +68,7 @@ std::string CudaKernelChoice::describe() const {
   }
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
-  if (attention == AttentionKernels::kFast && hopper_flash_heads > 0) {
-    text += ", Hopper flash (" + std::to_string(hopper_flash_heads) + " heads per block)";
-  }
+  if (attention == AttentionKernels::kFast && hopper_flash) text += ", Hopper flash";
   return text;
 }
 

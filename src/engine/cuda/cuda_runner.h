@@ -64,10 +64,10 @@ struct CudaKernelChoice {
   bool overlap_launches = true;
   // Greedy and plain temperature rows are sampled by a scan split across the GPU (gpu_sampler.h).
   bool split_sampler = true;
-  // 1 or 2: prompt chunks (head_dim 128) take the flash kernel on Hopper's warpgroup MMA where
-  // the GPU runs it (sm_90), with that many query heads per block; 0: the mma.sync flash kernel.
-  int hopper_flash_heads = 0;
-  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false, 0}; }
+  // Prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs (attention.h);
+  // false: the mma.sync flash kernel everywhere.
+  bool hopper_flash = true;
+  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false, false}; }
   static CudaKernelChoice from_environment();
   std::string describe() const;
 };

@@ -211,7 +211,8 @@ def main():
     if len(names) > 1:
         w("\n## Kernel variants in the same run (GPU ms; fast = the default kernels)\n")
         w("Variants: fast (all fast paths), serial (the fast kernels without overlapped "
-          "launches), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
+          "launches), mma-flash (prompt chunks on the mma.sync flash kernel instead of the "
+          "Hopper one), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
           "cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
         w("| point | " + " | ".join(names) + " |")
         w("|---|" + "---|" * len(names))
