@@ -157,11 +157,12 @@ class CudaRunner final : public ModelRunner {
     // Sequences before the first of at least kFlashMinQueries tokens (AttentionParams).
     int first_flash_seq = 0;
   };
-  // y = x W^T for `tokens` rows (fp32 y): the GEMV for few tokens (kernels().gemv_max_tokens)
-  // where it won the start-up timing (prefers_gemv), else cuBLASLt. With a GemvNorm `takes`
-  // (x its rows), the GEMV that applies it.
-  void linear(const bf16* x, const bf16* w, float* y, int tokens, int n, int k,
-              const GemvNorm& takes = GemvNorm{});
+  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
+  // won the start-up timing (prefers_gemv), writing fp32, else cuBLASLt, writing bf16 when
+  // `gemm_bf16` (half the bytes for a consumer kernel to read) and fp32 otherwise. With a
+  // GemvNorm `takes` (x its rows), the GEMV that applies it. Returns where y was left.
+  GemmOutput linear(const bf16* x, const bf16* w, void* y, int tokens, int n, int k,
+                    bool gemm_bf16, const GemvNorm& takes = GemvNorm{});
   // residual_ += x W^T (`tokens` rows, an (n, k) layer): the GEMV where linear() would take it,
   // leaving the GemvNorm for `next_norm` when given, else cuBLASLt accumulating (and no GemvNorm).
   GemvNorm add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,

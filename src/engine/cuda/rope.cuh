@@ -41,7 +41,16 @@ __device__ __forceinline__ void rope_head(const QkvRopeParams& p, int t, QkvPart
                                           : q_width + kv_width + head * kHeadDim;
   const int dim0 = lane * kPerLane;
   const int64_t at = int64_t(t) * columns + column + dim0;
-  if (kPerLane % 4 == 0 && !p.qkv.is_bf16 && p.qkv.parts == 1) {  // 16-byte loads
+  if (kPerLane % 4 == 0 && p.qkv.is_bf16) {  // 8-byte loads
+    const uint2* src = reinterpret_cast<const uint2*>(static_cast<const bf16*>(p.qkv.data) + at);
+#pragma unroll
+    for (int q = 0; q < kPerLane / 4; ++q) {
+      const uint2 u = src[q];
+      const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+      const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+      v[4 * q] = lo.x, v[4 * q + 1] = lo.y, v[4 * q + 2] = hi.x, v[4 * q + 3] = hi.y;
+    }
+  } else if (kPerLane % 4 == 0 && p.qkv.parts == 1) {  // 16-byte loads
     const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.qkv.data) + at);
 #pragma unroll
     for (int q = 0; q < kPerLane / 4; ++q) {
