@@ -171,7 +171,8 @@ struct Variant {
 
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
-// of the Hopper one (flash_hopper.cu); simple-attention: fast GEMV, simple attention; cublas:
+// of the Hopper one (flash_hopper.cu); rope-4: fast, the q/k norm + RoPE kernel's warps taking
+// four heads each; simple-attention: fast GEMV, simple attention; cublas:
 // fast attention, cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
@@ -186,11 +187,16 @@ Variant parse_variant(const std::string& name) {
     mma.hopper_flash = false;
     return {name, mma};
   }
+  if (name == "rope-4") {
+    CudaKernelChoice rope = fast;
+    rope.rope_heads_per_warp = 4;
+    return {name, rope};
+  }
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, mma-flash, simple-attention, cublas, simple)");
+                   "' (use fast, serial, mma-flash, rope-4, simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -216,7 +222,8 @@ int bench_main(int argc, char** argv) {
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
-              "not the Hopper one), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "not the Hopper one), rope-4 (fast, four heads per warp in the q/k norm + RoPE "
+              "kernel), simple-attention (fast GEMV, simple attention), cublas (fast "
               "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
               "as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")

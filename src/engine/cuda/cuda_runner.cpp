@@ -69,6 +69,9 @@ std::string CudaKernelChoice::describe() const {
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
   if (attention == AttentionKernels::kFast && hopper_flash) text += ", Hopper flash";
+  if (rope_heads_per_warp > 1) {
+    text += ", RoPE " + std::to_string(rope_heads_per_warp) + " heads per warp";
+  }
   return text;
 }
 

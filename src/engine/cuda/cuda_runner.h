@@ -67,7 +67,11 @@ struct CudaKernelChoice {
   // Prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs (attention.h);
   // false: the mma.sync flash kernel everywhere.
   bool hopper_flash = true;
-  static CudaKernelChoice simple() { return {AttentionKernels::kSimple, 0, false, false, false}; }
+  // Heads of a token per warp of the q/k norm + RoPE kernel (QkvRopeParams::heads_per_warp).
+  int rope_heads_per_warp = 1;
+  static CudaKernelChoice simple() {
+    return {AttentionKernels::kSimple, 0, false, false, false, 1};
+  }
   static CudaKernelChoice from_environment();
   std::string describe() const;
 };

@@ -78,30 +78,38 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
   }
 }
 
-// One warp per (token, head) (rope.cuh); the block's token's angles computed once into shared
-// memory.
-template <int kPerLane>
+// One token per block row: each warp takes kJobsPerWarp of the token's heads (rope.cuh: q heads,
+// then k, then v), issuing all of their loads before the block computes the token's angles once
+// into shared memory; then each head's norm + RoPE and store.
+template <int kPerLane, int kJobsPerWarp>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   constexpr int kHeadDim = kPerLane * 32;
   __shared__ float angle_cos[kHeadDim / 2], angle_sin[kHeadDim / 2];
   wait_for_previous_grid();
   allow_next_grid_launch();
   const int t = blockIdx.x;
+  const int jobs = p.num_heads + 2 * p.num_kv_heads;
+  const int warps = int(blockDim.x >> 5);
+  const int first_job = int(blockIdx.y) * warps * kJobsPerWarp + int(threadIdx.x >> 5);
+  float v[kJobsPerWarp][kPerLane];
+#pragma unroll
+  for (int i = 0; i < kJobsPerWarp; ++i) {
+    const int job = first_job + i * warps;
+    if (job < jobs) load_head<kPerLane>(p, t, job_part(p, job), job_head(p, job), v[i]);
+  }
   rope_angles<kHeadDim>(p, t, angle_cos, angle_sin);
   __syncthreads();
-  const int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (job >= p.num_heads + 2 * p.num_kv_heads) return;
-  const QkvPart part = job < p.num_heads                  ? QkvPart::q
-                       : job < p.num_heads + p.num_kv_heads ? QkvPart::k
-                                                            : QkvPart::v;
-  const int head = part == QkvPart::q   ? job
-                   : part == QkvPart::k ? job - p.num_heads
-                                        : job - p.num_heads - p.num_kv_heads;
-  float v[kPerLane];
-  rope_head<kPerLane>(p, t, part, head, angle_cos, angle_sin, v);
-  bf16* dst = part == QkvPart::q ? p.q_out + (int64_t(t) * p.num_heads + head) * kHeadDim
-                                 : kv_slot<kHeadDim>(p, t, part, head);
-  if (dst) store_head<kPerLane>(dst, v);
+#pragma unroll
+  for (int i = 0; i < kJobsPerWarp; ++i) {
+    const int job = first_job + i * warps;
+    if (job >= jobs) break;
+    const QkvPart part = job_part(p, job);
+    const int head = job_head(p, job);
+    norm_rope_head<kPerLane>(p, part, angle_cos, angle_sin, v[i]);
+    bf16* dst = part == QkvPart::q ? p.q_out + (int64_t(t) * p.num_heads + head) * kHeadDim
+                                   : kv_slot<kHeadDim>(p, t, part, head);
+    if (dst) store_head<kPerLane>(dst, v[i]);
+  }
 }
 
 // Thread (x, token row) takes 8 consecutive outputs, reading gate and up with one 16-byte load
@@ -160,18 +168,32 @@ void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidd
   }
 }
 
+template <int kPerLane, int kJobsPerWarp>
+void launch_qkv_rope_kv_kernel(const QkvRopeParams& p, cudaStream_t stream) {
+  constexpr int kWarps = 4;
+  const int jobs = p.num_heads + 2 * p.num_kv_heads;
+  const dim3 grid(p.tokens, (jobs + kWarps * kJobsPerWarp - 1) / (kWarps * kJobsPerWarp));
+  launch_kernel(qkv_rope_kv_kernel<kPerLane, kJobsPerWarp>, grid, dim3(kWarps * 32), 0, stream,
+                p.overlap, p);
+}
+
+template <int kJobsPerWarp>
+void launch_qkv_rope_kv_jobs(const QkvRopeParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 32: launch_qkv_rope_kv_kernel<1, kJobsPerWarp>(p, stream); break;
+    case 64: launch_qkv_rope_kv_kernel<2, kJobsPerWarp>(p, stream); break;
+    case 128: launch_qkv_rope_kv_kernel<4, kJobsPerWarp>(p, stream); break;
+    case 256: launch_qkv_rope_kv_kernel<8, kJobsPerWarp>(p, stream); break;
+    default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
+  }
+}
+
 void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  constexpr int kWarps = 4;
-  int jobs = p.num_heads + 2 * p.num_kv_heads;
-  dim3 grid(p.tokens, (jobs + kWarps - 1) / kWarps);
-  const dim3 block(kWarps * 32);
-  switch (p.head_dim) {
-    case 32: launch_kernel(qkv_rope_kv_kernel<1>, grid, block, 0, stream, p.overlap, p); break;
-    case 64: launch_kernel(qkv_rope_kv_kernel<2>, grid, block, 0, stream, p.overlap, p); break;
-    case 128: launch_kernel(qkv_rope_kv_kernel<4>, grid, block, 0, stream, p.overlap, p); break;
-    case 256: launch_kernel(qkv_rope_kv_kernel<8>, grid, block, 0, stream, p.overlap, p); break;
-    default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
+  if (p.heads_per_warp == 4) {
+    launch_qkv_rope_kv_jobs<4>(p, stream);
+  } else {
+    launch_qkv_rope_kv_jobs<1>(p, stream);
   }
 }
 

@@ -26,11 +26,22 @@ __device__ __forceinline__ void rope_angles(const QkvRopeParams& p, int t, float
   }
 }
 
-// Head `head` of part `part` of token t: (+ bias) -> per-head RMSNorm (q and k, if given) ->
-// rotate-half RoPE (q and k); v only takes the bias. The whole warp calls it; lane's dims in v.
+// The q/k/v part and head of job `job` of a token: q heads, then k heads, then v heads.
+__device__ __forceinline__ QkvPart job_part(const QkvRopeParams& p, int job) {
+  return job < p.num_heads                    ? QkvPart::q
+         : job < p.num_heads + p.num_kv_heads ? QkvPart::k
+                                              : QkvPart::v;
+}
+__device__ __forceinline__ int job_head(const QkvRopeParams& p, int job) {
+  return job < p.num_heads                    ? job
+         : job < p.num_heads + p.num_kv_heads ? job - p.num_heads
+                                              : job - p.num_heads - p.num_kv_heads;
+}
+
+// Head `head` of part `part` of token t (+ bias) into the lane's dims in v. The whole warp calls
+// it.
 template <int kPerLane>
-__device__ __forceinline__ void rope_head(const QkvRopeParams& p, int t, QkvPart part, int head,
-                                          const float* angle_cos, const float* angle_sin,
+__device__ __forceinline__ void load_head(const QkvRopeParams& p, int t, QkvPart part, int head,
                                           float (&v)[kPerLane]) {
   constexpr int kHeadDim = kPerLane * 32;
   const int lane = threadIdx.x & 31;
@@ -65,7 +76,17 @@ __device__ __forceinline__ void rope_head(const QkvRopeParams& p, int t, QkvPart
 #pragma unroll
     for (int d = 0; d < kPerLane; ++d) v[d] += p.bias[column + dim0 + d];
   }
+}
+
+// A loaded head of part `part`: per-head RMSNorm (q and k, if given) -> rotate-half RoPE (q and
+// k); v is left as loaded. The whole warp calls it.
+template <int kPerLane>
+__device__ __forceinline__ void norm_rope_head(const QkvRopeParams& p, QkvPart part,
+                                               const float* angle_cos, const float* angle_sin,
+                                               float (&v)[kPerLane]) {
+  constexpr int kHeadDim = kPerLane * 32;
   if (part == QkvPart::v) return;
+  const int lane = threadIdx.x & 31, dim0 = lane * kPerLane;
   const float* norm = part == QkvPart::q ? p.q_norm : p.k_norm;
   if (norm) {
     float sum_squares = 0;
@@ -83,6 +104,15 @@ __device__ __forceinline__ void rope_head(const QkvRopeParams& p, int t, QkvPart
     const float s = angle_sin[i], c = angle_cos[i];
     v[d] = first_half ? v[d] * c - partner * s : v[d] * c + partner * s;
   }
+}
+
+// Head `head` of part `part` of token t: load_head, then norm_rope_head.
+template <int kPerLane>
+__device__ __forceinline__ void rope_head(const QkvRopeParams& p, int t, QkvPart part, int head,
+                                          const float* angle_cos, const float* angle_sin,
+                                          float (&v)[kPerLane]) {
+  load_head<kPerLane>(p, t, part, head, v);
+  norm_rope_head<kPerLane>(p, part, angle_cos, angle_sin, v);
 }
 
 // Where token t's K (part k) or V (part v) of KV head `head` goes in the cache; null when the
