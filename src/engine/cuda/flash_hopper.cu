@@ -345,7 +345,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool warp_leader = (threadIdx.x & 31) == 0;
   // Turns: group g waits on named barrier 3 + g before it issues, and arrives on the other's
   // once its S has finished; group 1 gives group 0 the first turn.
-  if (group == 1) asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
+  if (group == 1 && tiles > 0) {
+    asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
+  }
   for (int j = 0; j < tiles; ++j) {
     mbarrier_wait(full + 8 * (j % kStages), (j / kStages) & 1);
     asm volatile("bar.sync %0, %1;\n" ::"r"(3 + group), "n"(kConsumerThreads));
