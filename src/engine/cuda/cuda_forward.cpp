@@ -255,7 +255,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     bf16* v_cache = k_cache + layer_kv_elements;
 
     // Steps with prompt tokens take q/k/v in bf16 from cuBLASLt (half the bytes written and
-    // read: prefill 1.7% faster); decode-only steps keep fp32 for the decode kernel's RoPE.
+    // read; NOTES.md, version 14); decode-only steps keep fp32 for the decode kernel's RoPE.
     QkvRopeParams rope;
     rope.qkv = linear(normed_rows(left, w.input_norm, tokens), w.qkv_proj, gemm_out_.data(),
                       tokens, qkv, hidden, /*gemm_bf16=*/shape.max_queries > 1, left);

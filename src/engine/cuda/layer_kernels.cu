@@ -78,9 +78,9 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
   }
 }
 
-// One token per block row: each warp takes kJobsPerWarp of the token's heads (rope.cuh: q heads,
-// then k, then v), issuing all of their loads before the block computes the token's angles once
-// into shared memory; then each head's norm + RoPE and store.
+// Grid (token, group of heads): each warp takes kJobsPerWarp of the token's heads (rope.cuh: q
+// heads, then k, then v), issuing all of their loads before the block computes the token's
+// angles once into shared memory; then each head's norm + RoPE and store.
 template <int kPerLane, int kJobsPerWarp>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   constexpr int kHeadDim = kPerLane * 32;
