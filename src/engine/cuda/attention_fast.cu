@@ -320,50 +320,15 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     const bool whole_tile = __all_sync(0xffffffffu, kv0 + kTileKeys <= min(ctx_lo, ctx_hi));
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
-      float max_lo = -INFINITY, max_hi = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-        if (!whole_tile) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int key = kv0 + n * 8 + 2 * t4 + (j & 1);
-            if (key >= (j < 2 ? ctx_lo : ctx_hi)) s[h][n][j] = -INFINITY;
-          }
-        }
-        max_lo = fmaxf(max_lo, fmaxf(s[h][n][0], s[h][n][1]));
-        max_hi = fmaxf(max_hi, fmaxf(s[h][n][2], s[h][n][3]));
-      }
-      max_lo *= scale;
-      max_hi *= scale;
-#pragma unroll
-      for (int offset = 1; offset <= 2; offset <<= 1) {
-        max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
-        max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, offset));
-      }
-      const float new_lo = fmaxf(m_lo[h], max_lo), new_hi = fmaxf(m_hi[h], max_hi);
-      const float base_lo = new_lo == -INFINITY ? 0.0f : new_lo;  // all masked so far: p = 0
-      const float base_hi = new_hi == -INFINITY ? 0.0f : new_hi;
-      const float corr_lo = exp2f(m_lo[h] - base_lo), corr_hi = exp2f(m_hi[h] - base_hi);
-      m_lo[h] = new_lo;
-      m_hi[h] = new_hi;
-      float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-        s[h][n][0] = exp2_approx(fmaf(s[h][n][0], scale, -base_lo));
-        s[h][n][1] = exp2_approx(fmaf(s[h][n][1], scale, -base_lo));
-        s[h][n][2] = exp2_approx(fmaf(s[h][n][2], scale, -base_hi));
-        s[h][n][3] = exp2_approx(fmaf(s[h][n][3], scale, -base_hi));
-        sum_lo += s[h][n][0] + s[h][n][1];
-        sum_hi += s[h][n][2] + s[h][n][3];
-      }
-      l_lo[h] = l_lo[h] * corr_lo + sum_lo;  // this thread's columns; the quad sums at the end
-      l_hi[h] = l_hi[h] * corr_hi + sum_hi;
+      const float2 corr = flash_softmax_rows<kKeyTiles>(
+          [&](int n, int i) -> float& { return s[h][n][i]; }, kv0, t4, ctx_lo, ctx_hi,
+          whole_tile, scale, m_lo[h], m_hi[h], l_lo[h], l_hi[h]);
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
-        o[h][n][0] *= corr_lo;
-        o[h][n][1] *= corr_lo;
-        o[h][n][2] *= corr_hi;
-        o[h][n][3] *= corr_hi;
+        o[h][n][0] *= corr.x;
+        o[h][n][1] *= corr.x;
+        o[h][n][2] *= corr.y;
+        o[h][n][3] *= corr.y;
       }
     }
 
@@ -398,28 +363,11 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
-    float sum_lo = l_lo[h], sum_hi = l_hi[h];
-#pragma unroll
-    for (int offset = 1; offset <= 2; offset <<= 1) {
-      sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, offset);
-      sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, offset);
-    }
-    const float inv_lo = sum_lo > 0 ? 1.0f / sum_lo : 0.0f;
-    const float inv_hi = sum_hi > 0 ? 1.0f / sum_hi : 0.0f;
     const int head = first_head + h;
     bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
     bf16* out_hi = p.out + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim + 2 * t4;
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) {
-      if (lo_ok) {
-        *reinterpret_cast<__nv_bfloat162*>(out_lo + n * 8) =
-            __floats2bfloat162_rn(o[h][n][0] * inv_lo, o[h][n][1] * inv_lo);
-      }
-      if (hi_ok) {
-        *reinterpret_cast<__nv_bfloat162*>(out_hi + n * 8) =
-            __floats2bfloat162_rn(o[h][n][2] * inv_hi, o[h][n][3] * inv_hi);
-      }
-    }
+    flash_store_rows<kDimTiles>([&](int n, int i) { return o[h][n][i]; }, l_lo[h], l_hi[h],
+                                out_lo, out_hi, lo_ok, hi_ok);
   }
 }
 

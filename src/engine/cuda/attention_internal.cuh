@@ -60,6 +60,85 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// The two flash kernels' online softmax, for one thread's two query rows in the MMA result
+// layout (mma.sync m16n8k16 and wgmma alike: lane 4g + t4 holds columns 8n + 2t4 and + 1 of rows
+// g, "lo", and g + 8, "hi"). s(n, i) is score i of column tile n (i 0, 1: row lo; 2, 3: row hi),
+// unscaled, for keys kv0 + 8n + 2t4 + (i & 1). Masks keys at or past ctx_lo / ctx_hi unless
+// whole_tile, updates the running max m (log2 domain, `scale` applied here) and this thread's
+// partial sums l, leaves the probabilities in s and returns O's rescale factors (lo, hi).
+template <int kTiles, typename Scores>
+__device__ __forceinline__ float2 flash_softmax_rows(Scores s, int kv0, int t4, int ctx_lo,
+                                                     int ctx_hi, bool whole_tile, float scale,
+                                                     float& m_lo, float& m_hi, float& l_lo,
+                                                     float& l_hi) {
+  float max_lo = -INFINITY, max_hi = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    if (!whole_tile) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = kv0 + n * 8 + 2 * t4 + (i & 1);
+        if (key >= (i < 2 ? ctx_lo : ctx_hi)) s(n, i) = -INFINITY;
+      }
+    }
+    max_lo = fmaxf(max_lo, fmaxf(s(n, 0), s(n, 1)));
+    max_hi = fmaxf(max_hi, fmaxf(s(n, 2), s(n, 3)));
+  }
+  max_lo *= scale;
+  max_hi *= scale;
+#pragma unroll
+  for (int offset = 1; offset <= 2; offset <<= 1) {
+    max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
+    max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, offset));
+  }
+  const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
+  const float base_lo = new_lo == -INFINITY ? 0.0f : new_lo;  // all masked so far: p = 0
+  const float base_hi = new_hi == -INFINITY ? 0.0f : new_hi;
+  const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
+  m_lo = new_lo;
+  m_hi = new_hi;
+  float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    s(n, 0) = exp2_approx(fmaf(s(n, 0), scale, -base_lo));
+    s(n, 1) = exp2_approx(fmaf(s(n, 1), scale, -base_lo));
+    s(n, 2) = exp2_approx(fmaf(s(n, 2), scale, -base_hi));
+    s(n, 3) = exp2_approx(fmaf(s(n, 3), scale, -base_hi));
+    sum_lo += s(n, 0) + s(n, 1);
+    sum_hi += s(n, 2) + s(n, 3);
+  }
+  l_lo = l_lo * corr_lo + sum_lo;  // this thread's columns; the quad sums at the end
+  l_hi = l_hi * corr_hi + sum_hi;
+  return make_float2(corr_lo, corr_hi);
+}
+
+// The two flash kernels' output for one thread's two query rows (the layout above): the partial
+// sums l reduced over the row's four lanes, O / sum as bf16 (0 where the sum is 0) at out_lo and
+// out_hi (the row's head, plus 2 t4) where the row exists. o(n, i) as s(n, i) above, over the
+// kDimTiles column tiles of the head.
+template <int kDimTiles, typename Outputs>
+__device__ __forceinline__ void flash_store_rows(Outputs o, float l_lo, float l_hi, bf16* out_lo,
+                                                 bf16* out_hi, bool lo_ok, bool hi_ok) {
+#pragma unroll
+  for (int offset = 1; offset <= 2; offset <<= 1) {
+    l_lo += __shfl_xor_sync(0xffffffffu, l_lo, offset);
+    l_hi += __shfl_xor_sync(0xffffffffu, l_hi, offset);
+  }
+  const float inv_lo = l_lo > 0 ? 1.0f / l_lo : 0.0f;
+  const float inv_hi = l_hi > 0 ? 1.0f / l_hi : 0.0f;
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) {
+    if (lo_ok) {
+      *reinterpret_cast<__nv_bfloat162*>(out_lo + n * 8) =
+          __floats2bfloat162_rn(o(n, 0) * inv_lo, o(n, 1) * inv_lo);
+    }
+    if (hi_ok) {
+      *reinterpret_cast<__nv_bfloat162*>(out_hi + n * 8) =
+          __floats2bfloat162_rn(o(n, 2) * inv_hi, o(n, 3) * inv_hi);
+    }
+  }
+}
+
 // The context end of a flash block's query rows: the largest token_context of rows [row0,
 // row0 + rows) of the sequence whose queries start at row q_begin (rows at or past q_count
 // skipped), reduced through `slot` in shared memory. Every thread of the block calls it (it

@@ -20,4 +20,15 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
   throw_cuda_failure(call, file, line, message.c_str());
 }
 
+void* driver_entry_point(const char* name, const char* purpose) {
+  cudaDriverEntryPointQueryResult found{};
+  void* pointer = nullptr;
+  GPUFRAC_CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion(name, &pointer, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || pointer == nullptr) {
+    throw RuntimeFailure(std::string(purpose) + ": the driver has no " + name);
+  }
+  return pointer;
+}
+
 }  // namespace gpufrac::engine

@@ -1,6 +1,7 @@
 // Error checks for CUDA runtime and cuBLAS calls. A failing call throws RuntimeFailure with one
 // line naming the call, where it was made and the driver's message, so a broken launch never goes
-// unnoticed (exit code 0 proves nothing on a GPU). Host-side only; thread-safe.
+// unnoticed (exit code 0 proves nothing on a GPU). Also the driver API's entry points, found
+// through the runtime (no link against libcuda). Host-side only; thread-safe.
 #pragma once
 
 #include <cublasLt.h>
@@ -16,6 +17,10 @@ inline void check_cuda(cudaError_t status, const char* call, const char* file, i
 }
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line);
+
+// The driver API function `name` (CUDA 12.0 ABI) through cudaGetDriverEntryPointByVersion;
+// throws RuntimeFailure "<purpose>: the driver has no <name>" when it has none.
+void* driver_entry_point(const char* name, const char* purpose);
 
 }  // namespace gpufrac::engine
 

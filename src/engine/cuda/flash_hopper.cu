@@ -188,45 +188,9 @@ struct FlashRows {
   __device__ __forceinline__ float2 softmax(int j, float (&s)[kKeys / 2]) {
     const int kv0 = j * kKeys;
     const bool whole_tile = __all_sync(0xffffffffu, kv0 + kKeys <= min(ctx_lo, ctx_hi));
-    float max_lo = -INFINITY, max_hi = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      if (!whole_tile) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key = kv0 + n * 8 + 2 * t4 + (i & 1);
-          if (key >= (i < 2 ? ctx_lo : ctx_hi)) s[4 * n + i] = -INFINITY;
-        }
-      }
-      max_lo = fmaxf(max_lo, fmaxf(s[4 * n], s[4 * n + 1]));
-      max_hi = fmaxf(max_hi, fmaxf(s[4 * n + 2], s[4 * n + 3]));
-    }
-    max_lo *= scale;
-    max_hi *= scale;
-#pragma unroll
-    for (int offset = 1; offset <= 2; offset <<= 1) {
-      max_lo = fmaxf(max_lo, __shfl_xor_sync(0xffffffffu, max_lo, offset));
-      max_hi = fmaxf(max_hi, __shfl_xor_sync(0xffffffffu, max_hi, offset));
-    }
-    const float new_lo = fmaxf(m_lo, max_lo), new_hi = fmaxf(m_hi, max_hi);
-    const float base_lo = new_lo == -INFINITY ? 0.0f : new_lo;
-    const float base_hi = new_hi == -INFINITY ? 0.0f : new_hi;
-    const float corr_lo = exp2f(m_lo - base_lo), corr_hi = exp2f(m_hi - base_hi);
-    m_lo = new_lo;
-    m_hi = new_hi;
-    float sum_lo = 0.0f, sum_hi = 0.0f;
-#pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
-      s[4 * n] = exp2_approx(fmaf(s[4 * n], scale, -base_lo));
-      s[4 * n + 1] = exp2_approx(fmaf(s[4 * n + 1], scale, -base_lo));
-      s[4 * n + 2] = exp2_approx(fmaf(s[4 * n + 2], scale, -base_hi));
-      s[4 * n + 3] = exp2_approx(fmaf(s[4 * n + 3], scale, -base_hi));
-      sum_lo += s[4 * n] + s[4 * n + 1];
-      sum_hi += s[4 * n + 2] + s[4 * n + 3];
-    }
-    l_lo = l_lo * corr_lo + sum_lo;
-    l_hi = l_hi * corr_hi + sum_hi;
-    return make_float2(corr_lo, corr_hi);
+    return flash_softmax_rows<kKeys / 8>([&](int n, int i) -> float& { return s[4 * n + i]; },
+                                         kv0, t4, ctx_lo, ctx_hi, whole_tile, scale, m_lo, m_hi,
+                                         l_lo, l_hi);
   }
 
   // P(j) into pa and O rescaled: only while no product reads pa or O.
@@ -263,27 +227,9 @@ struct FlashRows {
 
   // O / sum as bf16 into p.out for head `head` of the sequence whose queries start at q_begin.
   __device__ __forceinline__ void store(const AttentionParams& p, int q_begin, int head) {
-    float sum_lo = l_lo, sum_hi = l_hi;
-#pragma unroll
-    for (int offset = 1; offset <= 2; offset <<= 1) {
-      sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, offset);
-      sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, offset);
-    }
-    const float inv_lo = sum_lo > 0 ? 1.0f / sum_lo : 0.0f;
-    const float inv_hi = sum_hi > 0 ? 1.0f / sum_hi : 0.0f;
     bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
-    bf16* out_hi = out_lo + int64_t(8) * p.num_heads * kHeadDim;
-#pragma unroll
-    for (int n = 0; n < kHeadDim / 8; ++n) {
-      if (lo_ok) {
-        *reinterpret_cast<__nv_bfloat162*>(out_lo + n * 8) =
-            __floats2bfloat162_rn(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo);
-      }
-      if (hi_ok) {
-        *reinterpret_cast<__nv_bfloat162*>(out_hi + n * 8) =
-            __floats2bfloat162_rn(o[4 * n + 2] * inv_hi, o[4 * n + 3] * inv_hi);
-      }
-    }
+    flash_store_rows<kHeadDim / 8>([&](int n, int i) { return o[4 * n + i]; }, l_lo, l_hi, out_lo,
+                                   out_lo + int64_t(8) * p.num_heads * kHeadDim, lo_ok, hi_ok);
   }
 };
 
@@ -392,17 +338,8 @@ bool hopper_code_runs() {
 // size and kept for the process (host-only work: safe while a graph is captured).
 const CUtensorMap& cache_tensor_map(const bf16* cache, int block_size) {
   using Encode = decltype(&cuTensorMapEncodeTiled);
-  static const Encode encode = [] {
-    void* pointer = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    GPUFRAC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &pointer, 12000,
-                                                        cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || pointer == nullptr) {
-      throw_cuda_failure("cache_tensor_map", __FILE__, __LINE__,
-                         "the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<Encode>(pointer);
-  }();
+  static const Encode encode = reinterpret_cast<Encode>(
+      driver_entry_point("cuTensorMapEncodeTiled", "the Hopper flash kernel"));
   static std::mutex mutex;
   static std::map<std::pair<const bf16*, int>, CUtensorMap> maps;
   std::lock_guard<std::mutex> lock(mutex);

@@ -28,14 +28,7 @@ struct DriverVmm {
 
 template <typename F>
 void find_entry_point(const char* name, F& fn) {
-  cudaDriverEntryPointQueryResult found{};
-  void* pointer = nullptr;
-  GPUFRAC_CUDA_CHECK(
-      cudaGetDriverEntryPointByVersion(name, &pointer, 12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || pointer == nullptr) {
-    throw RuntimeFailure(std::string("elastic KV: the driver has no ") + name);
-  }
-  fn = reinterpret_cast<F>(pointer);
+  fn = reinterpret_cast<F>(driver_entry_point(name, "elastic KV"));
 }
 
 const DriverVmm& driver_vmm() {
