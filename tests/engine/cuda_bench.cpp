@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -82,7 +83,8 @@ double measure_copy_bandwidth(cudaStream_t stream) {
   std::vector<double> ms;
   for (int i = 0; i < 12; ++i) {
     timer.start(stream);
-    GPUFRAC_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+    GPUFRAC_CUDA_CHECK(
+        cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
     double t = timer.stop_ms(stream);
     if (i >= 2) ms.push_back(t);
   }
@@ -138,8 +140,7 @@ Json stages_json(const std::vector<std::pair<std::string, double>>& stages) {
 // With idle_ms > 0 the GPU idles that long before each step, as between the prompts of a lightly
 // loaded server; back to back, a long prefill draws enough power that the GPU lowers its clocks
 // (nvidia-smi: clocks_event_reasons SW power cap) and each later step takes longer.
-std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch,
-                                     int idle_ms = 0) {
+std::pair<Stats, Stats> time_forward(CudaRunner& runner, const StepBatch& batch, int idle_ms = 0) {
   std::vector<double> gpu_ms, wall_ms;
   EventTimer timer;
   for (int i = 0; i < 12; ++i) {
@@ -172,8 +173,9 @@ struct Variant {
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
 // of the Hopper one (flash_hopper.cu); rope-4: fast, the q/k norm + RoPE kernel's warps taking
-// four heads each; simple-attention: fast GEMV, simple attention; cublas:
-// fast attention, cuBLASLt for every GEMM; simple: the first version's kernels.
+// four heads each; flash-sm-N: fast, the Hopper flash kernel on N% of the SMs beside decode rows
+// (CudaKernelChoice::flash_sm_percent_beside_decodes); simple-attention: fast GEMV, simple
+// attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
@@ -192,11 +194,20 @@ Variant parse_variant(const std::string& name) {
     rope.rope_heads_per_warp = 4;
     return {name, rope};
   }
+  if (name.rfind("flash-sm-", 0) == 0) {
+    CudaKernelChoice share = fast;
+    share.flash_sm_percent_beside_decodes = std::atoi(name.c_str() + 9);
+    if (share.flash_sm_percent_beside_decodes < 1 || share.flash_sm_percent_beside_decodes > 100) {
+      throw UsageError("--variants: flash-sm-N takes a percent from 1 to 100");
+    }
+    return {name, share};
+  }
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, mma-flash, rope-4, simple-attention, cublas, simple)");
+                   "' (use fast, serial, mma-flash, rope-4, flash-sm-N, simple-attention, "
+                   "cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -223,7 +234,8 @@ int bench_main(int argc, char** argv) {
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
               "not the Hopper one), rope-4 (fast, four heads per warp in the q/k norm + RoPE "
-              "kernel), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "kernel), flash-sm-N (fast, the Hopper flash kernel held to N% of the SMs "
+              "beside decode rows), simple-attention (fast GEMV, simple attention), cublas (fast "
               "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
               "as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")
@@ -236,8 +248,9 @@ int bench_main(int argc, char** argv) {
               "gives at --max-num-seqs 32; empty: none",
               "")
       .option("json", "FILE", "write every number here", "")
-      .section("Example", "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
-                          "--json bench.json");
+      .section("Example",
+               "  gpufrac_cuda_bench --model qwen3-4b --batches 1,8,64 --variants fast,simple "
+               "--json bench.json");
   if (!args.parse(argc, argv)) return 0;
   const std::string model = args.get("model");
   const std::vector<int> batches = parse_int_list(args.get("batches"), "--batches");
@@ -252,8 +265,8 @@ int bench_main(int argc, char** argv) {
     if (repeats > 0) variants.back().name += "#" + std::to_string(repeats + 1);
   }
   if (variants.empty()) throw UsageError("--variants: name at least one variant");
-  const std::vector<int> profile_batches = parse_int_list(args.get("profile-batches"),
-                                                          "--profile-batches");
+  const std::vector<int> profile_batches =
+      parse_int_list(args.get("profile-batches"), "--profile-batches");
   const std::vector<int> mixed =
       args.get("mixed").empty() ? std::vector<int>{} : parse_int_list(args.get("mixed"), "--mixed");
   if (!mixed.empty() && (mixed.size() != 2 || mixed[0] < 1 || mixed[1] < 1)) {
@@ -308,8 +321,10 @@ int bench_main(int argc, char** argv) {
     int n, k;
     std::vector<const bf16*> weights;
   };
-  std::vector<Shape> shapes = {{"qkv", qkv, hidden, {}}, {"o", hidden, q_width, {}},
-                               {"gate_up", 2 * inter, hidden, {}}, {"down", hidden, inter, {}}};
+  std::vector<Shape> shapes = {{"qkv", qkv, hidden, {}},
+                               {"o", hidden, q_width, {}},
+                               {"gate_up", 2 * inter, hidden, {}},
+                               {"down", hidden, inter, {}}};
   for (const DeviceLayerWeights& l : w.layers) {
     shapes[0].weights.push_back(l.qkv_proj);
     shapes[1].weights.push_back(l.o_proj);
@@ -325,8 +340,8 @@ int bench_main(int argc, char** argv) {
                                              probe_m, 2 * inter, hidden, stream, 5);
   const double gemm_rate = gemm_flops / (gemm_ms * 1e-3);
   out["gemm_rate_flops_per_s"] = gemm_rate;
-  out["gemm_rate_shape"] = std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" +
-                           std::to_string(hidden);
+  out["gemm_rate_shape"] =
+      std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" + std::to_string(hidden);
   Json gemm_rows = Json::array();
   for (const Shape& s : shapes) {
     for (int m : {1, 2, 4, 8, 32, 64, 128, prefill}) {
@@ -336,8 +351,12 @@ int bench_main(int argc, char** argv) {
       double first_ms =
           time_gemm_per_layer(heuristic, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20);
       double bytes = double(s.n) * s.k * 2;
-      Json row = {{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
-                  {"cublaslt_ms", ms}, {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
+      Json row = {{"shape", s.name},
+                  {"m", m},
+                  {"n", s.n},
+                  {"k", s.k},
+                  {"cublaslt_ms", ms},
+                  {"cublaslt_bytes_per_s", bytes / (ms * 1e-3)},
                   {"cublaslt_first_algorithm_ms", first_ms},
                   {"floor_ms", bytes / bandwidth * 1e3}};
       if (m <= kGemvMaxTokens) {
@@ -371,8 +390,8 @@ int bench_main(int argc, char** argv) {
     StepBatch batch;
     const Sequences& seqs = decode_inputs[bi];
     for (int i = 0; i < batches[bi]; ++i) {
-      batch.sequences.push_back({seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true,
-                                 {}});
+      batch.sequences.push_back(
+          {seqs.tokens[size_t(i)], context - 1, seqs.tables[size_t(i)], true, {}});
     }
     decode_batches.push_back(std::move(batch));
   }
@@ -389,25 +408,28 @@ int bench_main(int argc, char** argv) {
   if (!mixed.empty()) {
     const auto largest = decode_batches.begin() +
                          (std::max_element(batches.begin(), batches.end()) - batches.begin());
-    mixed_batch.sequences.assign(largest->sequences.begin(),
-                                 largest->sequences.begin() + mixed[0]);
+    mixed_batch.sequences.assign(largest->sequences.begin(), largest->sequences.begin() + mixed[0]);
     chunk.resize(size_t(mixed[1]));
     for (int32_t& t : chunk) t = token(rng);
     mixed_batch.sequences.push_back({chunk, context / 2, table, true, {}});
   }
-  const double linear_params = double(c.num_layers) *
-                               (double(qkv) * hidden + double(hidden) * q_width +
-                                2.0 * inter * hidden + double(hidden) * inter);
-  const double prefill_flops = 2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
-                               2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
+  const double linear_params =
+      double(c.num_layers) * (double(qkv) * hidden + double(hidden) * q_width +
+                              2.0 * inter * hidden + double(hidden) * inter);
+  const double prefill_flops =
+      2.0 * prefill * linear_params + 2.0 * hidden * c.vocab_size +
+      2.0 * c.num_layers * c.num_heads * c.head_dim * double(prefill) * prefill;
 
   Json decode_rows = Json::array();
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     double bytes = double(runner.weights().bytes()) + batches[bi] * kv_bytes_per_position * context;
-    decode_rows.push_back({{"batch", batches[bi]}, {"bucket", runner.bucket_for(batches[bi])},
-                           {"context", context}, {"bytes", bytes},
+    decode_rows.push_back({{"batch", batches[bi]},
+                           {"bucket", runner.bucket_for(batches[bi])},
+                           {"context", context},
+                           {"bytes", bytes},
                            {"floor_ms", bytes / bandwidth * 1e3},
-                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3}, {"variants", Json::object()}});
+                           {"floor_ms_4_3tbps", bytes / 4.3e12 * 1e3},
+                           {"variants", Json::object()}});
   }
   Json prefill_variants = Json::object(), mixed_variants = Json::object();
   Json profiles = Json::array();
@@ -464,20 +486,30 @@ int bench_main(int argc, char** argv) {
       auto [isolated, isolated_wall] = time_forward(runner, prefill_batch, kPrefillIdleMs);
       prefill_stages = runner.profile_forward(prefill_batch);
       out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
-      out["prefill"] = {{"tokens", prefill}, {"gpu_ms", pg.median}, {"wall_ms", pw.median},
-                        {"gpu_ms_p10", pg.p10}, {"gpu_ms_p90", pg.p90}, {"gpu_ms_each", pg.each},
-                        {"after_idle", {{"idle_ms", kPrefillIdleMs}, {"gpu_ms", isolated.median},
-                                        {"wall_ms", isolated_wall.median},
-                                        {"gpu_ms_each", isolated.each}}},
-                        {"flops", prefill_flops}, {"floor_ms", prefill_flops / gemm_rate * 1e3},
+      out["prefill"] = {{"tokens", prefill},
+                        {"gpu_ms", pg.median},
+                        {"wall_ms", pw.median},
+                        {"gpu_ms_p10", pg.p10},
+                        {"gpu_ms_p90", pg.p90},
+                        {"gpu_ms_each", pg.each},
+                        {"after_idle",
+                         {{"idle_ms", kPrefillIdleMs},
+                          {"gpu_ms", isolated.median},
+                          {"wall_ms", isolated_wall.median},
+                          {"gpu_ms_each", isolated.each}}},
+                        {"flops", prefill_flops},
+                        {"floor_ms", prefill_flops / gemm_rate * 1e3},
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
       if (!mixed.empty()) {
         mixed_stages = runner.profile_forward(mixed_batch);
         const Json& timed = mixed_variants[variant.name];
-        out["mixed_step"] = {{"decodes", mixed[0]}, {"context", context},
-                             {"chunk_tokens", mixed[1]}, {"chunk_start", context / 2},
-                             {"gpu_ms", timed["gpu_ms"]}, {"wall_ms", timed["wall_ms"]},
+        out["mixed_step"] = {{"decodes", mixed[0]},
+                             {"context", context},
+                             {"chunk_tokens", mixed[1]},
+                             {"chunk_start", context / 2},
+                             {"gpu_ms", timed["gpu_ms"]},
+                             {"wall_ms", timed["wall_ms"]},
                              {"stages", stages_json(mixed_stages)}};
       }
     }
@@ -501,8 +533,9 @@ int bench_main(int argc, char** argv) {
     double cublas = r["cublaslt_ms"].get<double>();
     if (r.contains("gemv_ms")) {
       double gemv = r["gemv_ms"].get<double>();
-      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.2f %-10.4f\n", r["shape"].get<std::string>().c_str(),
-                  r["m"].get<int>(), cublas, gemv, gemv / cublas, r["floor_ms"].get<double>());
+      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.2f %-10.4f\n",
+                  r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv,
+                  gemv / cublas, r["floor_ms"].get<double>());
     } else {
       std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10.4f\n", r["shape"].get<std::string>().c_str(),
                   r["m"].get<int>(), cublas, "-", "-", r["floor_ms"].get<double>());
@@ -528,9 +561,11 @@ int bench_main(int argc, char** argv) {
   }
   if (!mixed_stages.empty()) {
     const Json& ms = out["mixed_step"];
-    std::printf("serving step of %d decodes + a %d-token prompt chunk: %.3f ms GPU, %.3f ms wall; "
-                "per stage, eager (%s):\n", mixed[0], mixed[1], ms["gpu_ms"].get<double>(),
-                ms["wall_ms"].get<double>(), variants[0].name.c_str());
+    std::printf(
+        "serving step of %d decodes + a %d-token prompt chunk: %.3f ms GPU, %.3f ms wall; "
+        "per stage, eager (%s):\n",
+        mixed[0], mixed[1], ms["gpu_ms"].get<double>(), ms["wall_ms"].get<double>(),
+        variants[0].name.c_str());
     for (const auto& [name, stage_ms] : mixed_stages) {
       std::printf("  %-28s %8.3f ms\n", name.c_str(), stage_ms);
     }
@@ -542,7 +577,8 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("%-6s %-10s %-8s", "batch", "floor_ms", "floor%");
   for (const Variant& v : variants) std::printf(" %-16s", (v.name + "_ms").c_str());
-  for (size_t vi = 1; vi < variants.size(); ++vi) std::printf(" %-10s", ("x" + variants[vi].name).substr(0, 10).c_str());
+  for (size_t vi = 1; vi < variants.size(); ++vi)
+    std::printf(" %-10s", ("x" + variants[vi].name).substr(0, 10).c_str());
   std::printf("\n");
   for (const Json& r : decode_rows) {
     double gpu = r["graph_gpu_ms"].get<double>(), floor = r["floor_ms"].get<double>();
@@ -557,7 +593,8 @@ int bench_main(int argc, char** argv) {
   }
   const Json& pf = out["prefill"];
   std::printf("prefill %d tokens: %.2f ms GPU, %.2f ms wall; FLOP floor %.2f ms (%.0f%%)", prefill,
-              pf["gpu_ms"].get<double>(), pf["wall_ms"].get<double>(), prefill_flops / gemm_rate * 1e3,
+              pf["gpu_ms"].get<double>(), pf["wall_ms"].get<double>(),
+              prefill_flops / gemm_rate * 1e3,
               100.0 * prefill_flops / gemm_rate * 1e3 / pf["gpu_ms"].get<double>());
   for (size_t vi = 1; vi < variants.size(); ++vi) {
     std::printf("; %s %.2f ms", variants[vi].name.c_str(),

@@ -387,15 +387,20 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
   // fast as the runner launches it (the SM count known: one head per mma.sync flash block when
   // pairs would not fill the GPU; overlapped launches on sm_90 and later: the decode kernel
   // beside the flash kernel; prompt chunks on the Hopper flash kernel where it runs,
-  // flash_hopper.cu); the same with the mma.sync flash kernel.
+  // flash_hopper.cu); the same with the mma.sync flash kernel; the first as a persistent grid on
+  // three SMs (each block takes many tiles) with the decode blocks on the others, the last of
+  // them waiting for it (AttentionParams::flash_sms, beside_flash_exits).
   int device = 0, major = 0;
   GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
   GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   cudaStream_t stream = nullptr;
   GPUFRAC_CUDA_CHECK(cudaStreamCreate(&stream));
-  constexpr int kVariants = 4;
+  constexpr int kVariants = 5;
   const char* const names[kVariants] = {"simple", "plain", "as the runner launches it",
-                                        "as the runner, mma.sync flash"};
+                                        "as the runner, mma.sync flash",
+                                        "as the runner, flash on three SMs"};
+  DeviceBuffer exits(4, "exit counter");
+  GPUFRAC_CUDA_CHECK(cudaMemset(exits.data(), 0, 4));
   std::vector<float> results[kVariants];
   for (int variant = 0; variant < kVariants; ++variant) {
     DeviceBuffer out(out_elements * 2, "attention out");
@@ -405,10 +410,13 @@ void check_attention(const AttentionCase& c, uint32_t seed, const char* what) {
     p.sm_count = variant >= 2 ? 132 : 0;
     p.first_flash_seq = variant >= 2 ? short_seqs : 0;
     p.overlap = variant >= 2 && major >= 9;
-    p.hopper_flash = variant == 2;
+    p.hopper_flash = variant == 2 || variant == 4;
+    p.flash_sms = variant == 4 ? 3 : 0;
+    p.beside_flash_exits = variant == 4 ? exits.as<int32_t>() : nullptr;
     launch_paged_attention(p, stream);
     GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
     results[variant] = bf16_to_floats(download<uint16_t>(out, out_elements));
+    EXPECT_EQ(download<int32_t>(exits, 1)[0], 0) << what << ": the counter is left for the next";
   }
   GPUFRAC_CUDA_CHECK(cudaStreamDestroy(stream));
   for (int variant = 1; variant < kVariants; ++variant) {

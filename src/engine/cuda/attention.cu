@@ -1,8 +1,7 @@
-#include "engine/cuda/attention.h"
-#include "engine/cuda/attention_internal.cuh"
-
 #include <algorithm>
 
+#include "engine/cuda/attention.h"
+#include "engine/cuda/attention_internal.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
@@ -11,8 +10,8 @@ namespace gpufrac::engine {
 
 namespace {
 
-constexpr int kWarps = 4;        // per block; each walks every kWarps-th position of the range
-constexpr int kUnroll = 2;       // positions per warp in flight
+constexpr int kWarps = 4;   // per block; each walks every kWarps-th position of the range
+constexpr int kUnroll = 2;  // positions per warp in flight
 constexpr int kMaxSplits = 32;
 
 __host__ __device__ inline int head_groups(int num_heads, int num_kv_heads) {
@@ -62,7 +61,8 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
     if (g < heads_here) {
-      const bf16* src = p.q + (int64_t(row) * p.num_heads + first_head + g) * kHeadDim + lane * kPerLane;
+      const bf16* src =
+          p.q + (int64_t(row) * p.num_heads + first_head + g) * kHeadDim + lane * kPerLane;
       load_vector<kPerLane>(src, q[g]);
 #pragma unroll
       for (int d = 0; d < kPerLane; ++d) q[g][d] *= q_scale;
@@ -87,8 +87,9 @@ __global__ void __launch_bounds__(kWarps * 32) paged_attention_kernel(AttentionP
       valid[u] = t < end;
       if (valid[u]) {
         int64_t block = table[t / p.block_size];
-        int64_t at = ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) *
-                         kHeadDim + lane * kPerLane;
+        int64_t at =
+            ((block * p.num_kv_heads + kv_head) * p.block_size + t % p.block_size) * kHeadDim +
+            lane * kPerLane;
         load_vector<kPerLane>(p.k_cache + at, k[u]);
         load_vector<kPerLane>(p.v_cache + at, v[u]);
       }
@@ -162,8 +163,7 @@ __global__ void combine_splits_kernel(AttentionParams p, int flash_min_queries) 
   __shared__ float weights[kMaxSplits];
   wait_for_previous_grid();
   allow_next_grid_launch();
-  if (flash_min_queries > 0 &&
-      row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
+  if (flash_min_queries > 0 && row_is_flash(p, p.token_seq[blockIdx.x], flash_min_queries)) {
     return;
   }
   const int64_t head_row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
@@ -202,8 +202,8 @@ constexpr int kUnsplitWaves = 8;  // grids of this many waves or more run unspli
 void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cudaStream_t stream) {
   const int rows = flash_min_queries > 0 && p.decode_rows >= 0 ? p.decode_rows : p.rows;
   if (rows == 0) return;
-  launch_kernel(combine_splits_kernel, dim3(rows, p.num_heads), dim3(std::min(p.head_dim, 128)),
-                0, stream, p.overlap, p, flash_min_queries);
+  launch_kernel(combine_splits_kernel, dim3(rows, p.num_heads), dim3(std::min(p.head_dim, 128)), 0,
+                stream, p.overlap, p, flash_min_queries);
 }
 
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context,
@@ -232,14 +232,17 @@ bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, in
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count) {
   int64_t most = 0;
   const int64_t kv_blocks = int64_t(num_kv_heads) * head_groups(num_heads, num_kv_heads);
-  for (bool beside_flash : {false, true}) {
-    const int64_t most_split_rows = kUnsplitWaves * split_grid_slots(sm_count, beside_flash) /
-                                    std::max<int64_t>(kv_blocks, 1);
+  auto most_for = [&](int sms, bool beside_flash) {
+    const int64_t most_split_rows =
+        kUnsplitWaves * split_grid_slots(sms, beside_flash) / std::max<int64_t>(kv_blocks, 1);
     for (int rows = 1; rows <= most_split_rows; ++rows) {
-      int splits = attention_splits(rows, num_heads, num_kv_heads, sm_count, 0, beside_flash);
+      int splits = attention_splits(rows, num_heads, num_kv_heads, sms, 0, beside_flash);
       if (splits > 1) most = std::max(most, int64_t(rows) * num_heads * splits * head_dim);
     }
-  }
+  };
+  most_for(sm_count, true);
+  // Beside a persistent flash grid the decode rows plan for the SMs it leaves them.
+  for (int sms = 1; sms <= std::max(sm_count, 1); ++sms) most_for(sms, false);
   return most;
 }
 
@@ -262,9 +265,8 @@ bool decode_attention_applies_rope(const AttentionParams& p, const QkvRopeParams
       rows * p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads) * int64_t(p.splits);
   const int64_t slots = int64_t(decode_blocks_per_sm(decode_kernel_stages(p))) * p.sm_count;
   return runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) &&
-         p.max_queries == 1 && p.sm_count > 0 && blocks <= slots &&
-         rope.head_dim == p.head_dim && rope.qkv.data != nullptr && !rope.qkv.is_bf16 &&
-         rope.qkv.parts == 1;
+         p.max_queries == 1 && p.sm_count > 0 && blocks <= slots && rope.head_dim == p.head_dim &&
+         rope.qkv.data != nullptr && !rope.qkv.is_bf16 && rope.qkv.parts == 1;
 }
 
 void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
@@ -279,10 +281,18 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
   }
   dim3 grid(p.rows, p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads), p.splits);
   switch (p.head_dim) {
-    case 32: paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 64: paged_attention_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 128: paged_attention_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 256: paged_attention_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 32:
+      paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    case 64:
+      paged_attention_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    case 128:
+      paged_attention_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    case 256:
+      paged_attention_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
     default:
       throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__, "unsupported head_dim");
   }

@@ -48,10 +48,10 @@ struct AttentionParams {
   const bf16* q = nullptr;        // [rows][num_heads][head_dim]
   const bf16* k_cache = nullptr;  // this layer: [blocks][num_kv_heads][block_size][head_dim]
   const bf16* v_cache = nullptr;
-  const StepHeader* header = nullptr;      // block-table width (device)
-  const int32_t* block_tables = nullptr;   // [sequences][width]
-  const int32_t* token_seq = nullptr;      // [rows]: block-table row of each query token
-  const int32_t* token_context = nullptr;  // [rows]: positions it attends to
+  const StepHeader* header = nullptr;        // block-table width (device)
+  const int32_t* block_tables = nullptr;     // [sequences][width]
+  const int32_t* token_seq = nullptr;        // [rows]: block-table row of each query token
+  const int32_t* token_context = nullptr;    // [rows]: positions it attends to
   const int32_t* seq_query_start = nullptr;  // [num_seqs + 1]: first row of each sequence
   int num_seqs = 0;
   int max_queries = 1;  // most rows of one sequence this step (host value; 1 for graph buckets)
@@ -78,6 +78,15 @@ struct AttentionParams {
   // Prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs (head_dim 128,
   // an even query-head group, a block size of 8 to 64, sm_90); otherwise the mma.sync one.
   bool hopper_flash = false;
+  // Steps with decode rows beside prompt chunks on the Hopper flash kernel: that kernel runs as a
+  // persistent grid of at most flash_sms blocks (one per SM) taking the chunks' tiles in
+  // balanced rounds, and the decode kernel's blocks run on the other SMs meanwhile
+  // (flash_sms_beside_decodes). 0: one flash block per tile.
+  int flash_sms = 0;
+  // With a persistent flash grid: a counter (device int, 0 between launches) of the decode
+  // blocks that have finished; only the last one waits for the flash kernel before it exits.
+  // Null: every decode block beside the flash kernel waits for it before it exits.
+  int32_t* beside_flash_exits = nullptr;
   // Launch the fast kernels and the split merge to overlap the previous kernel on the stream
   // (kernel_launch.cuh); every attention kernel waits for its predecessor first.
   bool overlap = false;
@@ -105,6 +114,10 @@ bool runs_fast_attention(AttentionKernels kernels, int num_heads, int num_kv_hea
 // plans for 2048. Grids of 8 waves or more are not split.
 int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, int max_context,
                      bool beside_flash);
+// SMs the flash kernel's persistent grid holds for p's attention (AttentionParams::flash_sms):
+// its block count where p.flash_sms > 0, the step has prompt chunks and decode rows, and the
+// Hopper flash kernel runs them; else 0. The decode rows' splits are then planned for the others.
+int flash_sms_beside_decodes(const AttentionParams& p);
 // Whether a decode-only step's `rows` stream whole contexts instead of splitting them: when the
 // unsplit grid fills at least nine tenths of one wave of the kernel with three K/V stages in
 // flight (two blocks per SM; at Qwen3-4B's 8 KV heads on 132 SMs, from 30 rows). With the fast
@@ -112,7 +125,8 @@ int attention_splits(int rows, int num_heads, int num_kv_heads, int sm_count, in
 // chunks it plans and runs as before: the flash kernel needs the room).
 bool decode_streams_whole_contexts(int rows, int num_heads, int num_kv_heads, int sm_count);
 // Floats of partial_out (and of partial_lse, times 1/head_dim) needed for any rows >= 1 at this
-// SM count, beside the flash kernel or not.
+// SM count or fewer (what a persistent flash grid leaves the decode rows), beside the flash
+// kernel or not.
 int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, int sm_count);
 
 // Whether the decode kernel takes the step's q/k norm + RoPE + KV write over (AttentionParams::

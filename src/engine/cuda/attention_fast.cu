@@ -15,9 +15,9 @@ namespace gpufrac::engine {
 
 namespace {
 
-constexpr int kThreads = 128;  // 4 warps
-constexpr int kTileKeys = 64;  // K/V positions per shared-memory tile
-constexpr int kFlashRows = 64; // query rows per flash block: 16 per warp
+constexpr int kThreads = 128;   // 4 warps
+constexpr int kTileKeys = 64;   // K/V positions per shared-memory tile
+constexpr int kFlashRows = 64;  // query rows per flash block: 16 per warp
 // Flash blocks per SM the register budget is capped for: 3 (168 registers) on sm_90, where
 // ptxas fits the kernel without spilling; sm_80's code spills there, so it keeps 2.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -70,14 +70,12 @@ __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, con
     bf16* k_dst = ks + key * kStride + part * 8;
     bf16* v_dst = vs + key * kStride + part * 8;
     if (t < end) {
-      const int64_t at = int64_t(table[t >> block_shift]) * block_elements +
-                         (t & (p.block_size - 1)) * kHeadDim;
+      const int64_t at =
+          int64_t(table[t >> block_shift]) * block_elements + (t & (p.block_size - 1)) * kHeadDim;
       const unsigned k_shared = static_cast<unsigned>(__cvta_generic_to_shared(k_dst));
       const unsigned v_shared = static_cast<unsigned>(__cvta_generic_to_shared(v_dst));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared),
-                   "l"(k_head + at));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared),
-                   "l"(v_head + at));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared), "l"(k_head + at));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared), "l"(v_head + at));
     } else {
       *reinterpret_cast<uint4*>(k_dst) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(v_dst) = make_uint4(0, 0, 0, 0);
@@ -321,8 +319,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
       const float2 corr = flash_softmax_rows<kKeyTiles>(
-          [&](int n, int i) -> float& { return s[h][n][i]; }, kv0, t4, ctx_lo, ctx_hi,
-          whole_tile, scale, m_lo[h], m_hi[h], l_lo[h], l_hi[h]);
+          [&](int n, int i) -> float& { return s[h][n][i]; }, kv0, t4, ctx_lo, ctx_hi, whole_tile,
+          scale, m_lo[h], m_hi[h], l_lo[h], l_hi[h]);
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
         o[h][n][0] *= corr.x;
@@ -366,8 +364,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
     const int head = first_head + h;
     bf16* out_lo = p.out + (int64_t(q_begin + r_lo) * p.num_heads + head) * kHeadDim + 2 * t4;
     bf16* out_hi = p.out + (int64_t(q_begin + r_hi) * p.num_heads + head) * kHeadDim + 2 * t4;
-    flash_store_rows<kDimTiles>([&](int n, int i) { return o[h][n][i]; }, l_lo[h], l_hi[h],
-                                out_lo, out_hi, lo_ok, hi_ok);
+    flash_store_rows<kDimTiles>([&](int n, int i) { return o[h][n][i]; }, l_lo[h], l_hi[h], out_lo,
+                                out_hi, lo_ok, hi_ok);
   }
 }
 
@@ -389,8 +387,8 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 //   What they read before waiting (q, K/V) was written by launch_qkv_rope_kv, which had
 //   completed before any flash block passed its wait, and no block of this grid starts before
 //   every flash block has; the flash kernel writes only its own output rows, which nothing here
-//   reads. Every block waits for the flash kernel before it exits, so this grid still completes
-//   after it and the kernels after attention see both.
+//   reads. This grid still completes after the flash kernel (leave_beside_flash), so the kernels
+//   after attention see both.
 // - kCacheFirst (with p.rope: a decode-only step, one row per sequence): a block whose range
 //   does not hold its row's own position starts its K/V copies before waiting for the qkv
 //   projection. Those positions were written by earlier steps, and the step's inputs (tables,
@@ -398,6 +396,23 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
 //   this grid launches only after that. The row's own position is read only by the block that
 //   writes it, after the wait.
 enum class DecodeStart { kAfterPrevious, kCacheFirst, kBesideFlash };
+
+// The exit of a decode block launched beside the flash kernel: the grid must complete after the
+// flash kernel. Without p.beside_flash_exits every block waits for it; with it the block whose
+// count is the grid's last waits (and sets the counter back to 0 for the next launch): the grid
+// completes only once every block has exited, that one after the flash kernel.
+__device__ __forceinline__ void leave_beside_flash(const AttentionParams& p) {
+  if (p.beside_flash_exits == nullptr) {
+    wait_for_previous_grid();
+    return;
+  }
+  if (threadIdx.x != 0) return;
+  const int blocks = int(gridDim.x * gridDim.y * gridDim.z);
+  if (atomicAdd(p.beside_flash_exits, 1) == blocks - 1) {
+    atomicExch(p.beside_flash_exits, 0);
+    wait_for_previous_grid();
+  }
+}
 
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
@@ -420,7 +435,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int seq = p.token_seq[row];
   if (p.max_queries >= kFlashMinQueries && row_is_flash(p, seq, kFlashMinQueries)) {
-    if (start != DecodeStart::kAfterPrevious) wait_for_previous_grid();
+    if (beside_flash) leave_beside_flash(p);
     return;
   }
   const int group = p.num_heads / p.num_kv_heads;
@@ -588,7 +603,7 @@ __global__ void __launch_bounds__(kThreads, decode_blocks_per_sm(kStages))
       }
     }
   }
-  if (beside_flash) wait_for_previous_grid();
+  if (beside_flash) leave_beside_flash(p);
 }
 
 template <int kHeadDim, int kHeads>
@@ -607,7 +622,7 @@ void launch_flash(const AttentionParams& p, cudaStream_t stream) {
 template <int kHeadDim, int kStages>
 void launch_decode(const AttentionParams& p, int decode_rows, bool beside_flash,
                    cudaStream_t stream) {
-  const DecodeStart start = beside_flash                ? DecodeStart::kBesideFlash
+  const DecodeStart start = beside_flash                 ? DecodeStart::kBesideFlash
                             : p.rope.qkv.data != nullptr ? DecodeStart::kCacheFirst
                                                          : DecodeStart::kAfterPrevious;
   constexpr int kShared = decode_shared_bytes<kHeadDim, kStages>();
@@ -655,9 +670,20 @@ void launch_for_head_dim(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool fast_attention_supported(int num_heads, int num_kv_heads, int head_dim, int block_size) {
-  return (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 &&
-         num_heads % num_kv_heads == 0 && num_heads / num_kv_heads <= kMaxGroup &&
-         block_size > 0 && (block_size & (block_size - 1)) == 0;
+  return (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
+         num_heads / num_kv_heads <= kMaxGroup && block_size > 0 &&
+         (block_size & (block_size - 1)) == 0;
+}
+
+int flash_sms_beside_decodes(const AttentionParams& p) {
+  const int decode_rows = p.decode_rows >= 0 ? p.decode_rows : p.rows;
+  if (p.flash_sms <= 0 || p.max_queries < kFlashMinQueries || decode_rows == 0 ||
+      p.min_queries >= kFlashMinQueries ||
+      !runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) ||
+      !hopper_flash_runs(p)) {
+    return 0;
+  }
+  return hopper_flash_blocks(p);
 }
 
 void launch_fast_attention(const AttentionParams& p, cudaStream_t stream) {

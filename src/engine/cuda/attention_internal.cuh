@@ -167,6 +167,9 @@ void launch_combine_splits(const AttentionParams& p, int flash_min_queries, cuda
 // p.hopper_flash, head_dim 128, query heads that pair up on their KV heads, a block size of 8
 // to 64 and a device that runs its code (sm_90).
 bool hopper_flash_runs(const AttentionParams& p);
+// That kernel's grid for p: one block per 64-row tile of two query heads, or with p.flash_sms > 0
+// at most that many blocks, each taking the same number of tiles (but the last).
+int hopper_flash_blocks(const AttentionParams& p);
 // Launches that kernel for p's prompt chunks (requires hopper_flash_runs(p)).
 void launch_flash_hopper(const AttentionParams& p, cudaStream_t stream);
 

@@ -29,8 +29,8 @@ namespace {
 // The start-up timings' input: `rows` x `width` activations (nothing is live then: the buffer
 // serves as scratch), every bf16 0x3c3c (~0.0115): not zeros, which can run faster than real data.
 bf16* timing_input(DeviceBuffer& activations, int rows, int width, cudaStream_t stream) {
-  GPUFRAC_CUDA_CHECK(cudaMemsetAsync(activations.data(), 0x3c, uint64_t(rows) * uint64_t(width) * 2,
-                                     stream));
+  GPUFRAC_CUDA_CHECK(
+      cudaMemsetAsync(activations.data(), 0x3c, uint64_t(rows) * uint64_t(width) * 2, stream));
   return activations.as<bf16>();
 }
 
@@ -73,7 +73,13 @@ void CudaRunner::tune_linear_layers() {
       {true, {}, hidden, q_width, false, true, gemm_out_.data(), most_tokens},
       {true, {}, 2 * inter, hidden, true, false, gemm_out_.data(), most_tokens},
       {true, {}, hidden, inter, false, true, gemm_out_.data(), most_tokens},
-      {false, {weights_.lm_head}, c.vocab_size, hidden, false, false, logits_.data(),
+      {false,
+       {weights_.lm_head},
+       c.vocab_size,
+       hidden,
+       false,
+       false,
+       logits_.data(),
        most_samples}};
   for (const DeviceLayerWeights& l : weights_.layers) {
     shapes[0].weights.push_back(l.qkv_proj);
@@ -234,17 +240,49 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   // sequence (the flash kernel takes the prompt chunks), with the simple kernel every row.
   const bool flash_takes_prompts = runs_fast_attention(options_.kernels.attention, c.num_heads,
                                                        c.num_kv_heads, c.head_dim, block_size_);
-  const int decode_rows =
-      flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
-  // The simple kernel keeps its splits: it has no three-stage form.
+  const bool beside_flash = flash_takes_prompts && shape.max_queries >= kFlashMinQueries;
+  // What every layer's attention shares (the caches, q/k norm + RoPE and out are set per layer).
+  AttentionParams attn;
+  attn.q = queries_.as<bf16>();
+  attn.header = a.header;
+  attn.block_tables = a.block_tables;
+  attn.token_seq = a.token_seq;
+  attn.token_context = a.token_context;
+  attn.seq_query_start = a.seq_query_start;
+  attn.num_seqs = shape.seqs;
+  attn.max_queries = shape.max_queries;
+  attn.min_queries = shape.min_queries;
+  attn.kernels = options_.kernels.attention;
+  attn.rows = tokens;
+  attn.decode_rows = flash_takes_prompts && shape.decode_rows >= 0 ? shape.decode_rows : tokens;
+  attn.first_flash_seq = flash_takes_prompts ? shape.first_flash_seq : 0;
+  attn.num_heads = c.num_heads;
+  attn.num_kv_heads = c.num_kv_heads;
+  attn.head_dim = c.head_dim;
+  attn.block_size = block_size_;
+  attn.scale = 1.0f / std::sqrt(float(c.head_dim));
+  attn.partial_out = attention_partials_.as<float>();
+  attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
+  attn.out = act;
+  attn.overlap = overlap_;
+  attn.hopper_flash = options_.kernels.hopper_flash;
+  attn.sm_count = sm_count_;
+  const int flash_percent = options_.kernels.flash_sm_percent_beside_decodes;
+  if (beside_flash && attn.decode_rows > 0 && flash_percent < 100) {
+    attn.flash_sms = std::max(1, sm_count_ * flash_percent / 100);
+  }
+  // SMs the flash kernel's persistent grid holds for the whole attention (0: none, its blocks
+  // come and go); the decode blocks plan for the others.
+  const int flash_sms = flash_sms_beside_decodes(attn);
+  if (flash_sms > 0) attn.beside_flash_exits = beside_flash_exits_.as<int32_t>();
   const bool whole_contexts =
       flash_takes_prompts && shape.max_queries < kFlashMinQueries &&
-      decode_streams_whole_contexts(decode_rows, c.num_heads, c.num_kv_heads, sm_count_);
-  const bool beside_flash = flash_takes_prompts && shape.max_queries >= kFlashMinQueries;
-  const int splits =
-      whole_contexts ? 1
-                     : attention_splits(decode_rows, c.num_heads, c.num_kv_heads, sm_count_,
-                                        shape.max_context, beside_flash);
+      decode_streams_whole_contexts(attn.decode_rows, c.num_heads, c.num_kv_heads, sm_count_);
+  // The simple kernel keeps its splits: it has no three-stage form.
+  attn.splits = whole_contexts ? 1
+                               : attention_splits(attn.decode_rows, c.num_heads, c.num_kv_heads,
+                                                  sm_count_ - flash_sms, shape.max_context,
+                                                  beside_flash && flash_sms == 0);
 
   // What the last projection added into the residual left for the next norm (GemvNorm; no
   // weight: the next norm runs as a kernel of its own).
@@ -257,8 +295,8 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     // Steps with prompt tokens take q/k/v in bf16 from cuBLASLt (half the bytes written and
     // read; NOTES.md, version 14); decode-only steps keep fp32 for the decode kernel's RoPE.
     QkvRopeParams rope;
-    rope.qkv = linear(normed_rows(left, w.input_norm, tokens), w.qkv_proj, gemm_out_.data(),
-                      tokens, qkv, hidden, /*gemm_bf16=*/shape.max_queries > 1, left);
+    rope.qkv = linear(normed_rows(left, w.input_norm, tokens), w.qkv_proj, gemm_out_.data(), tokens,
+                      qkv, hidden, /*gemm_bf16=*/shape.max_queries > 1, left);
     mark("qkv linear");
     rope.bias = w.qkv_bias;
     rope.q_norm = w.q_norm;
@@ -278,34 +316,9 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     rope.overlap = overlap_;
     rope.heads_per_warp = options_.kernels.rope_heads_per_warp;
 
-    AttentionParams attn;
-    attn.q = queries_.as<bf16>();
     attn.k_cache = k_cache;
     attn.v_cache = v_cache;
-    attn.header = a.header;
-    attn.block_tables = a.block_tables;
-    attn.token_seq = a.token_seq;
-    attn.token_context = a.token_context;
-    attn.seq_query_start = a.seq_query_start;
-    attn.num_seqs = shape.seqs;
-    attn.max_queries = shape.max_queries;
-    attn.min_queries = shape.min_queries;
-    attn.kernels = options_.kernels.attention;
-    attn.rows = tokens;
-    attn.decode_rows = decode_rows;
-    attn.first_flash_seq = flash_takes_prompts ? shape.first_flash_seq : 0;
-    attn.num_heads = c.num_heads;
-    attn.num_kv_heads = c.num_kv_heads;
-    attn.head_dim = c.head_dim;
-    attn.block_size = block_size_;
-    attn.scale = 1.0f / std::sqrt(float(c.head_dim));
-    attn.splits = splits;
-    attn.partial_out = attention_partials_.as<float>();
-    attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
-    attn.out = act;
-    attn.overlap = overlap_;
-    attn.hopper_flash = options_.kernels.hopper_flash;
-    attn.sm_count = sm_count_;
+    attn.rope = QkvRopeParams{};
     if (decode_attention_applies_rope(attn, rope)) {
       attn.rope = rope;
     } else {

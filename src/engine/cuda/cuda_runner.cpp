@@ -72,6 +72,10 @@ std::string CudaKernelChoice::describe() const {
   if (rope_heads_per_warp > 1) {
     text += ", RoPE " + std::to_string(rope_heads_per_warp) + " heads per warp";
   }
+  if (flash_sm_percent_beside_decodes < 100) {
+    text += ", flash beside decodes on " + std::to_string(flash_sm_percent_beside_decodes) +
+            "% of the SMs";
+  }
   return text;
 }
 
@@ -114,12 +118,15 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
                                       int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
                    "GEMM outputs");
   gemv_norm_sums_offset_ = uint64_t((kGemvMaxTokens * hidden * 2 + 255) / 256 * 256);
-  gemv_norm_ = DeviceBuffer(gemv_norm_sums_offset_ + uint64_t(kGemvMaxTokens * ((hidden + 3) / 4) * 4),
-                            "GEMV norm hand-off");
+  gemv_norm_ =
+      DeviceBuffer(gemv_norm_sums_offset_ + uint64_t(kGemvMaxTokens * ((hidden + 3) / 4) * 4),
+                   "GEMV norm hand-off");
   partial_floats_ = attention_partial_floats(c.num_heads, c.num_kv_heads, c.head_dim, sm_count_);
   attention_partials_ = DeviceBuffer(
       uint64_t(std::max<int64_t>(partial_floats_ + partial_floats_ / c.head_dim, 1) * 4),
       "attention split partials");
+  beside_flash_exits_ = DeviceBuffer(4, "attention exit counter");
+  GPUFRAC_CUDA_CHECK(cudaMemset(beside_flash_exits_.data(), 0, 4));
   final_hidden_ = DeviceBuffer(uint64_t(seqs * hidden * 2), "final hidden states");
   logits_ = DeviceBuffer(uint64_t(seqs * c.vocab_size * 4), "logits");
   sampler_scratch_ = DeviceBuffer(sampler_split_scratch_bytes(int(seqs)), "sampler scratch");
@@ -211,8 +218,8 @@ void CudaRunner::set_up_kv_cache(int num_blocks, int block_size, bool elastic) {
   inputs_.reset();
   kv_ = KvPoolMemory();
   const int segments = 2 * weights_.config().num_layers;
-  kv_ = KvPoolMemory(num_blocks, segments, kv_block_bytes(block_size) / uint64_t(segments),
-                     elastic, device_, stream_);
+  kv_ = KvPoolMemory(num_blocks, segments, kv_block_bytes(block_size) / uint64_t(segments), elastic,
+                     device_, stream_);
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   StepLimits limits;
@@ -243,10 +250,19 @@ void CudaRunner::set_up_kv_cache(int num_blocks, int block_size, bool elastic) {
 }
 
 void CudaRunner::log_memory_breakdown() const {
-  const DeviceBuffer* step_buffers[] = {&residual_,     &activations_, &queries_,
-                                        &gemm_out_,     &gemv_norm_,   &attention_partials_,
-                                        &final_hidden_, &logits_,      &sampler_scratch_,
-                                        &sampled_,      &logprobs_,    &inv_freq_};
+  const DeviceBuffer* step_buffers[] = {&residual_,
+                                        &activations_,
+                                        &queries_,
+                                        &gemm_out_,
+                                        &gemv_norm_,
+                                        &attention_partials_,
+                                        &beside_flash_exits_,
+                                        &final_hidden_,
+                                        &logits_,
+                                        &sampler_scratch_,
+                                        &sampled_,
+                                        &logprobs_,
+                                        &inv_freq_};
   uint64_t step_bytes = inputs_ ? inputs_->device_bytes() : 0;
   for (const DeviceBuffer* b : step_buffers) step_bytes += b->bytes();
   DeviceMemoryInfo info = device_memory_info();
@@ -256,14 +272,12 @@ void CudaRunner::log_memory_breakdown() const {
            format_bytes(activations_.bytes() + residual_.bytes() + queries_.bytes()),
            "), cuBLASLt workspace ", format_bytes(gemm_->workspace_bytes()), ", KV cache ",
            format_bytes(kv_.backed_bytes()),
-           kv_.elastic()
-               ? " (elastic: mapped in chunks of " + std::to_string(kv_.chunk_blocks()) +
-                     " blocks, " + format_bytes(kv_block_bytes(block_size_) * kv_.chunk_blocks()) +
-                     ")"
-               : std::string(),
-           ", decode graphs for ", graphs_.size(),
-           " batch sizes; the device reports ", format_bytes(info.free_bytes),
-           " free of ", format_bytes(info.total_bytes));
+           kv_.elastic() ? " (elastic: mapped in chunks of " + std::to_string(kv_.chunk_blocks()) +
+                               " blocks, " +
+                               format_bytes(kv_block_bytes(block_size_) * kv_.chunk_blocks()) + ")"
+                         : std::string(),
+           ", decode graphs for ", graphs_.size(), " batch sizes; the device reports ",
+           format_bytes(info.free_bytes), " free of ", format_bytes(info.total_bytes));
 }
 
 void CudaRunner::choose_launch_overlap() {
@@ -374,8 +388,10 @@ void CudaRunner::capture_graphs() {
     graphs_.push_back(graph);
   }
   if (!verdicts.empty()) {
-    log_info("cuda runner: decode steps with the GEMV timed against cuBLASLt alone (the faster "
-             "kept): ", verdicts);
+    log_info(
+        "cuda runner: decode steps with the GEMV timed against cuBLASLt alone (the faster "
+        "kept): ",
+        verdicts);
   }
 }
 
@@ -412,9 +428,10 @@ void CudaRunner::submit(const StepBatch& batch) {
       rows += queries;
       if (queries < kFlashMinQueries) decode_rows = rows;
     }
-    StepShape shape{packed.num_tokens, packed.num_samples, bucket > 0 ? 0 : packed.max_context,
-                    packed.num_seqs, max_queries, min_queries, packed.adjusts_logits,
-                    packed.wants_logprobs};
+    StepShape shape{
+        packed.num_tokens,     packed.num_samples,   bucket > 0 ? 0 : packed.max_context,
+        packed.num_seqs,       max_queries,          min_queries,
+        packed.adjusts_logits, packed.wants_logprobs};
     if (bucket == 0) {  // padded buckets: every row decodes
       shape.decode_rows = decode_rows;
       const auto& seqs = batch.sequences;

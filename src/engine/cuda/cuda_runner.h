@@ -43,10 +43,10 @@
 #include "common/turn_lock.h"
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/cuda/kv_pool_memory.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
+#include "engine/cuda/kv_pool_memory.h"
 #include "engine/cuda/step_inputs.h"
 #include "engine/model/runner.h"
 
@@ -69,8 +69,11 @@ struct CudaKernelChoice {
   bool hopper_flash = true;
   // Heads of a token per warp of the q/k norm + RoPE kernel (QkvRopeParams::heads_per_warp).
   int rope_heads_per_warp = 1;
+  // Percent of the SMs the Hopper flash kernel may hold, as a persistent grid, in a step with
+  // decode rows beside its prompt chunks (AttentionParams::flash_sms); 100: one block per tile.
+  int flash_sm_percent_beside_decodes = 100;
   static CudaKernelChoice simple() {
-    return {AttentionKernels::kSimple, 0, false, false, false, 1};
+    return {AttentionKernels::kSimple, 0, false, false, false, 1, 100};
   }
   static CudaKernelChoice from_environment();
   std::string describe() const;
@@ -143,7 +146,7 @@ class CudaRunner final : public ModelRunner {
     cudaEvent_t done = nullptr;  // recorded after the step's copies
     int samples = 0;             // real sampled rows
     bool has_logprobs = false;
-    std::vector<float> logits;   // [samples x vocab] when the batch asked for logits
+    std::vector<float> logits;  // [samples x vocab] when the batch asked for logits
   };
   struct StepShape {
     int tokens = 0;
@@ -165,8 +168,8 @@ class CudaRunner final : public ModelRunner {
   // won the start-up timing (prefers_gemv), writing fp32, else cuBLASLt, writing bf16 when
   // `gemm_bf16` (half the bytes for a consumer kernel to read) and fp32 otherwise. With a
   // GemvNorm `takes` (x its rows), the GEMV that applies it. Returns where y was left.
-  GemmOutput linear(const bf16* x, const bf16* w, void* y, int tokens, int n, int k,
-                    bool gemm_bf16, const GemvNorm& takes = GemvNorm{});
+  GemmOutput linear(const bf16* x, const bf16* w, void* y, int tokens, int n, int k, bool gemm_bf16,
+                    const GemvNorm& takes = GemvNorm{});
   // residual_ += x W^T (`tokens` rows, an (n, k) layer): the GEMV where linear() would take it,
   // leaving the GemvNorm for `next_norm` when given, else cuBLASLt accumulating (and no GemvNorm).
   GemvNorm add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
@@ -217,20 +220,21 @@ class CudaRunner final : public ModelRunner {
   std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
   // Activations, sized for options_ at construction.
-  DeviceBuffer residual_;       // fp32 [tokens][hidden]
-  DeviceBuffer activations_;    // bf16 [tokens][max(hidden, q_width, intermediate)]
-  DeviceBuffer queries_;        // bf16 [tokens][q_width]
-  DeviceBuffer gemm_out_;       // GEMM outputs (fp32 or bf16)
+  DeviceBuffer residual_;           // fp32 [tokens][hidden]
+  DeviceBuffer activations_;        // bf16 [tokens][max(hidden, q_width, intermediate)]
+  DeviceBuffer queries_;            // bf16 [tokens][q_width]
+  DeviceBuffer gemm_out_;           // GEMM outputs (fp32 or bf16)
   uint64_t silu_offset_bytes_ = 0;  // where in gemm_out_ the fused gate|up GEMV writes
-  DeviceBuffer gemv_norm_;      // a GemvNorm's rows (bf16 [kGemvMaxTokens][hidden]), then sums
+  DeviceBuffer gemv_norm_;          // a GemvNorm's rows (bf16 [kGemvMaxTokens][hidden]), then sums
   uint64_t gemv_norm_sums_offset_ = 0;
   DeviceBuffer attention_partials_;
-  DeviceBuffer final_hidden_;   // bf16 [seqs][hidden]
-  DeviceBuffer logits_;         // fp32 [seqs][vocab]
-  DeviceBuffer sampler_scratch_;  // the split sampler's per-slice winners
-  DeviceBuffer sampled_;        // int32 [seqs]: the last step's samples (placeholders read it)
-  DeviceBuffer logprobs_;       // TokenLogprob [seqs][kLogprobsStride]: the last step's logprobs
-  DeviceBuffer inv_freq_;       // fp32 [head_dim / 2]
+  DeviceBuffer beside_flash_exits_;  // int32: AttentionParams::beside_flash_exits, 0 between uses
+  DeviceBuffer final_hidden_;        // bf16 [seqs][hidden]
+  DeviceBuffer logits_;              // fp32 [seqs][vocab]
+  DeviceBuffer sampler_scratch_;     // the split sampler's per-slice winners
+  DeviceBuffer sampled_;             // int32 [seqs]: the last step's samples (placeholders read it)
+  DeviceBuffer logprobs_;  // TokenLogprob [seqs][kLogprobsStride]: the last step's logprobs
+  DeviceBuffer inv_freq_;  // fp32 [head_dim / 2]
   int64_t partial_floats_ = 0;
 
   // Outstanding steps: a ring of two slots.

@@ -39,10 +39,10 @@ namespace gpufrac::engine {
 namespace {
 
 constexpr int kHeadDim = 128;
-constexpr int kRows = 64;               // query rows per consumer warpgroup: its M
-constexpr int kKeys = 128;              // keys per K/V tile: the N of S
-constexpr int kStages = 3;              // K/V tiles in shared memory
-constexpr int kGroupThreads = 128;      // one warpgroup
+constexpr int kRows = 64;           // query rows per consumer warpgroup: its M
+constexpr int kKeys = 128;          // keys per K/V tile: the N of S
+constexpr int kStages = 3;          // K/V tiles in shared memory
+constexpr int kGroupThreads = 128;  // one warpgroup
 constexpr int kConsumerThreads = 2 * kGroupThreads;
 constexpr int kThreads = kConsumerThreads + kGroupThreads;  // and the producer
 // A tile of R rows (keys or queries) x 128 dims is two blocks of 64 dims, each R rows of 128
@@ -53,8 +53,8 @@ constexpr int kQTileBytes = 2 * kRows * kRowBytes;
 constexpr int kKvTileBytes = 2 * kKeys * kRowBytes;
 constexpr int kStageBytes = 2 * kKvTileBytes;  // K, then V
 // Dynamic shared memory (the kernel's only shared memory, so it starts 1024-byte aligned): the
-// two Q tiles, the stages, a full and an empty barrier per stage, the tile's context end.
-constexpr int kSharedBytes = 2 * kQTileBytes + kStages * kStageBytes + kStages * 16 + 16;
+// two Q tiles, the stages, a full and an empty barrier per stage.
+constexpr int kSharedBytes = 2 * kQTileBytes + kStages * kStageBytes + kStages * 16;
 
 // Starts the copies (cp.async) of this warpgroup's 64 query rows [row0, row0 + kRows) of head
 // `head` (rows at or past `rows` zero-filled) into the Q tile at shared address `q_tile`; not
@@ -99,8 +99,7 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
 
 // Arrives on `bar` and adds `bytes` to the bytes its phase waits for.
 __device__ __forceinline__ void mbarrier_expect_bytes(uint32_t bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-               "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
 
@@ -127,8 +126,8 @@ __device__ __forceinline__ void copy_kv_tile(const AttentionParams& p, const int
   const int block_shift = __ffs(p.block_size) - 1;
   const int last_block = (end - 1) >> block_shift;
   for (int t = t0; t < t0 + kKeys; t += p.block_size) {
-    const int row = (table[min(t >> block_shift, last_block)] * p.num_kv_heads + kv_head) *
-                    p.block_size;
+    const int row =
+        (table[min(t >> block_shift, last_block)] * p.num_kv_heads + kv_head) * p.block_size;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const uint32_t dst = stage + uint32_t((half * kKeys + t - t0) * kRowBytes);
@@ -188,9 +187,9 @@ struct FlashRows {
   __device__ __forceinline__ float2 softmax(int j, float (&s)[kKeys / 2]) {
     const int kv0 = j * kKeys;
     const bool whole_tile = __all_sync(0xffffffffu, kv0 + kKeys <= min(ctx_lo, ctx_hi));
-    return flash_softmax_rows<kKeys / 8>([&](int n, int i) -> float& { return s[4 * n + i]; },
-                                         kv0, t4, ctx_lo, ctx_hi, whole_tile, scale, m_lo, m_hi,
-                                         l_lo, l_hi);
+    return flash_softmax_rows<kKeys / 8>([&](int n, int i) -> float& { return s[4 * n + i]; }, kv0,
+                                         t4, ctx_lo, ctx_hi, whole_tile, scale, m_lo, m_hi, l_lo,
+                                         l_hi);
   }
 
   // P(j) into pa and O rescaled: only while no product reads pa or O.
@@ -233,10 +232,49 @@ struct FlashRows {
   }
 };
 
-// See the top of the file. Grid: (prompt chunks, query-head pairs, 64-row query tiles).
+// The largest token_context among rows [row0, row0 + kRows) of the chunk whose queries start
+// at q_begin (q_count rows): the positions a tile reads. Every lane of the calling warp gets it.
+__device__ __forceinline__ int tile_context_end(const AttentionParams& p, int q_begin, int row0,
+                                                int q_count) {
+  const int lane = int(threadIdx.x) & 31;
+  int end = 0;
+  for (int r = row0 + lane; r < min(row0 + kRows, q_count); r += 32) {
+    end = max(end, p.token_context[q_begin + r]);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    end = max(end, __shfl_xor_sync(0xffffffffu, end, offset));
+  }
+  return end;
+}
+
+// One work item of the kernel: 64 query rows of a prompt chunk and two query heads of one KV head.
+// Item w takes chunk w % chunks, head pair (w / chunks) % pairs and the (w / (chunks x pairs))-th
+// longest row tile, so that the longest tiles go first.
+struct FlashItem {
+  int seq, q_begin, q_count, tile_row0, pair, kv_head;
+
+  __device__ __forceinline__ FlashItem(const AttentionParams& p, int w, int row_tiles) {
+    const int chunks = p.num_seqs - p.first_flash_seq, pairs = p.num_heads / 2;
+    seq = p.first_flash_seq + w % chunks;
+    pair = (w / chunks) % pairs;
+    tile_row0 = (row_tiles - 1 - w / (chunks * pairs)) * kRows;
+    q_begin = p.seq_query_start[seq];
+    q_count = p.seq_query_start[seq + 1] - q_begin;
+    kv_head = pair * 2 / (p.num_heads / p.num_kv_heads);
+  }
+  // Whether the item has rows: a sequence of the flash kernel and a tile inside its chunk.
+  __device__ __forceinline__ bool has_rows() const {
+    return q_count >= kFlashMinQueries && tile_row0 < q_count;
+  }
+};
+
+// See the top of the file. Grid: one block per work item (FlashItem), or fewer blocks that take
+// items w, w + gridDim.x, ... (hopper_flash_blocks): the stages and their barriers run on across
+// a block's items.
 __global__ void __launch_bounds__(kThreads, 1)
     flash_hopper_kernel(AttentionParams p, const __grid_constant__ CUtensorMap k_map,
-                        const __grid_constant__ CUtensorMap v_map) {
+                        const __grid_constant__ CUtensorMap v_map, int items, int row_tiles) {
   wait_for_previous_grid();
   allow_next_grid_launch();
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
@@ -244,81 +282,94 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (base % 1024 != 0) __trap();  // the swizzle atoms need it
   const uint32_t stages = base + uint32_t(2 * kQTileBytes);
   const uint32_t full = stages + uint32_t(kStages * kStageBytes), empty = full + 8 * kStages;
-  int& s_kv_end = *reinterpret_cast<int*>(shared_bytes + 2 * kQTileBytes +
-                                          kStages * kStageBytes + kStages * 16);
   auto stage_at = [&](int tile) { return stages + uint32_t((tile % kStages) * kStageBytes); };
-
-  const int seq = p.first_flash_seq + int(blockIdx.x);
-  const int q_begin = p.seq_query_start[seq];
-  const int q_count = p.seq_query_start[seq + 1] - q_begin;
-  const int tile_row0 = (gridDim.z - 1 - blockIdx.z) * kRows;  // longest ranges first
-  if (q_count < kFlashMinQueries || tile_row0 >= q_count) return;  // uniform over the block
-  const int kv_head = blockIdx.y * 2 / (p.num_heads / p.num_kv_heads);
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
       mbarrier_init(full + 8 * st, 1);
       mbarrier_init(empty + 8 * st, kConsumerThreads / 32);
     }
   }
-  // Its block barriers also publish the barriers' initialization.
-  const int kv_end = flash_tile_context_end(p, q_begin, tile_row0, kRows, q_count, s_kv_end);
-  const int tiles = (kv_end + kKeys - 1) / kKeys;
+  __syncthreads();  // publishes the barriers' initialization
 
-  if (int(threadIdx.x) >= kConsumerThreads) {  // the producer warpgroup
+  if (int(threadIdx.x) >= kConsumerThreads) {  // the producer warpgroup: its first warp
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (int(threadIdx.x) != kConsumerThreads) return;
-    const int32_t* table = p.block_tables + int64_t(seq) * p.header->table_width;
-    for (int j = 0; j < tiles; ++j) {
-      const int st = j % kStages;
-      if (j >= kStages) mbarrier_wait(empty + 8 * st, (j / kStages - 1) & 1);
-      mbarrier_expect_bytes(full + 8 * st, kStageBytes);
-      copy_kv_tile(p, table, kv_head, j * kKeys, kv_end, stage_at(j), full + 8 * st, k_map,
-                   v_map);
+    if (int(threadIdx.x) >= kConsumerThreads + 32) return;
+    int copied = 0;  // tiles this block has copied, over its items
+    for (int w = int(blockIdx.x); w < items; w += int(gridDim.x)) {
+      const FlashItem item(p, w, row_tiles);
+      if (!item.has_rows()) continue;
+      const int kv_end = tile_context_end(p, item.q_begin, item.tile_row0, item.q_count);
+      const int tiles = (kv_end + kKeys - 1) / kKeys;
+      if (threadIdx.x == kConsumerThreads) {
+        const int32_t* table = p.block_tables + int64_t(item.seq) * p.header->table_width;
+        for (int j = copied; j < copied + tiles; ++j) {
+          const int st = j % kStages;
+          if (j >= kStages) mbarrier_wait(empty + 8 * st, (j / kStages - 1) & 1);
+          mbarrier_expect_bytes(full + 8 * st, kStageBytes);
+          copy_kv_tile(p, table, item.kv_head, (j - copied) * kKeys, kv_end, stage_at(j),
+                       full + 8 * st, k_map, v_map);
+        }
+      }
+      __syncwarp();
+      copied += tiles;
     }
     return;
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int group = int(threadIdx.x) / kGroupThreads;
-  const int head = blockIdx.y * 2 + group;
   const uint32_t q_tile = base + uint32_t(group * kQTileBytes);
-  load_queries(p, q_begin, tile_row0, q_count, head, q_tile);
-  cp_async_commit();
-  FlashRows rows(p, q_begin, q_count, tile_row0);
-  cp_async_wait<0>();
-  fence_shared_for_wgmma();
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kGroupThreads) : "memory");  // Q
   const bool warp_leader = (threadIdx.x & 31) == 0;
-  // Turns: group g waits on named barrier 3 + g before it issues, and arrives on the other's
-  // once its S has finished; group 1 gives group 0 the first turn.
-  if (group == 1 && tiles > 0) {
-    asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
-  }
-  for (int j = 0; j < tiles; ++j) {
-    mbarrier_wait(full + 8 * (j % kStages), (j / kStages) & 1);
-    asm volatile("bar.sync %0, %1;\n" ::"r"(3 + group), "n"(kConsumerThreads));
-    float s[kKeys / 2];
-    issue_scores(s, q_tile, stage_at(j));
-    if (j > 0) {
-      rows.issue_values(stage_at(j - 1) + kKvTileBytes);
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
+  int consumed = 0;  // tiles this block has consumed, over its items
+  for (int w = int(blockIdx.x); w < items; w += int(gridDim.x)) {
+    const FlashItem item(p, w, row_tiles);
+    if (!item.has_rows()) continue;
+    const int head = item.pair * 2 + group;
+    const int tiles =
+        (tile_context_end(p, item.q_begin, item.tile_row0, item.q_count) + kKeys - 1) / kKeys;
+    // The group's products that read the last item's Q have finished.
+    if (consumed > 0) asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kGroupThreads));
+    load_queries(p, item.q_begin, item.tile_row0, item.q_count, head, q_tile);
+    cp_async_commit();
+    FlashRows rows(p, item.q_begin, item.q_count, item.tile_row0);
+    cp_async_wait<0>();
+    fence_shared_for_wgmma();
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kGroupThreads) : "memory");  // Q
+    // Turns: group g waits on named barrier 3 + g before it issues, and arrives on the other's
+    // once its S has finished; group 1 gives group 0 the first turn.
+    if (group == 1 && tiles > 0) {
+      asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
     }
-    // (An arrive between the issue and the wait makes ptxas serialize the products.)
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(4 - group), "n"(kConsumerThreads));
-    const float2 corr = rows.softmax(j, s);
-    wgmma_wait<0>();
-    if (j > 0 && warp_leader) mbarrier_arrive(empty + 8 * ((j - 1) % kStages));
-    rows.finish(s, corr);
+    for (int j = 0; j < tiles; ++j) {
+      const int tile = consumed + j;
+      mbarrier_wait(full + 8 * (tile % kStages), (tile / kStages) & 1);
+      asm volatile("bar.sync %0, %1;\n" ::"r"(3 + group), "n"(kConsumerThreads));
+      float s[kKeys / 2];
+      issue_scores(s, q_tile, stage_at(tile));
+      if (j > 0) {
+        rows.issue_values(stage_at(tile - 1) + kKvTileBytes);
+        wgmma_wait<1>();
+      } else {
+        wgmma_wait<0>();
+      }
+      // (An arrive between the issue and the wait makes ptxas serialize the products.)
+      asm volatile("bar.arrive %0, %1;\n" ::"r"(4 - group), "n"(kConsumerThreads));
+      const float2 corr = rows.softmax(j, s);
+      wgmma_wait<0>();
+      if (j > 0 && warp_leader) mbarrier_arrive(empty + 8 * ((tile - 1) % kStages));
+      rows.finish(s, corr);
+    }
+    if (tiles > 0) {
+      // Group 1's last turn, passed to group 0, is taken here: no barrier is left mid-phase.
+      if (group == 0) asm volatile("bar.sync 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
+      const int last = consumed + tiles - 1;
+      rows.issue_values(stage_at(last) + kKvTileBytes);
+      wgmma_wait<0>();
+      if (warp_leader) mbarrier_arrive(empty + 8 * (last % kStages));
+    }
+    rows.store(p, item.q_begin, head);
+    consumed += tiles;
   }
-  // Group 1's last turn, passed to group 0, is taken here: no barrier is left mid-phase.
-  if (group == 0 && tiles > 0) {
-    asm volatile("bar.sync 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
-  }
-  if (tiles > 0) rows.issue_values(stage_at(tiles - 1) + kKvTileBytes);
-  wgmma_wait<0>();
-  rows.store(p, q_begin, head);
 }
 
 // Whether the current device runs this file's code (an sm_90a image), asked once per process.
@@ -370,15 +421,24 @@ bool hopper_flash_runs(const AttentionParams& p) {
          p.block_size >= 8 && p.block_size <= 64 && hopper_code_runs();
 }
 
+int hopper_flash_blocks(const AttentionParams& p) {
+  const int64_t items = int64_t(p.num_seqs - p.first_flash_seq) * (p.num_heads / 2) *
+                        ((p.max_queries + kRows - 1) / kRows);
+  if (p.flash_sms <= 0 || items <= p.flash_sms) return int(items);
+  const int64_t rounds = (items + p.flash_sms - 1) / p.flash_sms;
+  return int((items + rounds - 1) / rounds);
+}
+
 void launch_flash_hopper(const AttentionParams& p, cudaStream_t stream) {
   static const cudaError_t raised = cudaFuncSetAttribute(
       flash_hopper_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   GPUFRAC_CUDA_CHECK(raised);
   const CUtensorMap& k_map = cache_tensor_map(p.k_cache, p.block_size);
   const CUtensorMap& v_map = cache_tensor_map(p.v_cache, p.block_size);
-  dim3 grid(p.num_seqs - p.first_flash_seq, p.num_heads / 2, (p.max_queries + kRows - 1) / kRows);
-  launch_kernel(flash_hopper_kernel, grid, dim3(kThreads), kSharedBytes, stream, p.overlap, p,
-                k_map, v_map);
+  const int row_tiles = (p.max_queries + kRows - 1) / kRows;
+  const int items = (p.num_seqs - p.first_flash_seq) * (p.num_heads / 2) * row_tiles;
+  launch_kernel(flash_hopper_kernel, dim3(unsigned(hopper_flash_blocks(p))), dim3(kThreads),
+                kSharedBytes, stream, p.overlap, p, k_map, v_map, items, row_tiles);
 }
 
 }  // namespace gpufrac::engine
