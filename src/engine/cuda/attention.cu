@@ -281,18 +281,12 @@ void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {
   }
   dim3 grid(p.rows, p.num_kv_heads * head_groups(p.num_heads, p.num_kv_heads), p.splits);
   switch (p.head_dim) {
-    case 32:
-      paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p);
-      break;
-    case 64:
-      paged_attention_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p);
-      break;
-    case 128:
-      paged_attention_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p);
-      break;
-    case 256:
-      paged_attention_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p);
-      break;
+    // clang-format off
+    case 32: paged_attention_kernel<1><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 64: paged_attention_kernel<2><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 128: paged_attention_kernel<4><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    case 256: paged_attention_kernel<8><<<grid, kWarps * 32, 0, stream>>>(p); break;
+    // clang-format on
     default:
       throw_cuda_failure("launch_paged_attention", __FILE__, __LINE__, "unsupported head_dim");
   }

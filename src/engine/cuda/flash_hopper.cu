@@ -421,12 +421,21 @@ bool hopper_flash_runs(const AttentionParams& p) {
          p.block_size >= 8 && p.block_size <= 64 && hopper_code_runs();
 }
 
+namespace {
+
+// The kernel's 64-row tiles per chunk (of the longest chunk) and work items (FlashItem).
+int flash_row_tiles(const AttentionParams& p) { return (p.max_queries + kRows - 1) / kRows; }
+int flash_items(const AttentionParams& p) {
+  return (p.num_seqs - p.first_flash_seq) * (p.num_heads / 2) * flash_row_tiles(p);
+}
+
+}  // namespace
+
 int hopper_flash_blocks(const AttentionParams& p) {
-  const int64_t items = int64_t(p.num_seqs - p.first_flash_seq) * (p.num_heads / 2) *
-                        ((p.max_queries + kRows - 1) / kRows);
-  if (p.flash_sms <= 0 || items <= p.flash_sms) return int(items);
-  const int64_t rounds = (items + p.flash_sms - 1) / p.flash_sms;
-  return int((items + rounds - 1) / rounds);
+  const int items = flash_items(p);
+  if (p.flash_sms <= 0 || items <= p.flash_sms) return items;
+  const int rounds = (items + p.flash_sms - 1) / p.flash_sms;
+  return (items + rounds - 1) / rounds;
 }
 
 void launch_flash_hopper(const AttentionParams& p, cudaStream_t stream) {
@@ -435,10 +444,9 @@ void launch_flash_hopper(const AttentionParams& p, cudaStream_t stream) {
   GPUFRAC_CUDA_CHECK(raised);
   const CUtensorMap& k_map = cache_tensor_map(p.k_cache, p.block_size);
   const CUtensorMap& v_map = cache_tensor_map(p.v_cache, p.block_size);
-  const int row_tiles = (p.max_queries + kRows - 1) / kRows;
-  const int items = (p.num_seqs - p.first_flash_seq) * (p.num_heads / 2) * row_tiles;
   launch_kernel(flash_hopper_kernel, dim3(unsigned(hopper_flash_blocks(p))), dim3(kThreads),
-                kSharedBytes, stream, p.overlap, p, k_map, v_map, items, row_tiles);
+                kSharedBytes, stream, p.overlap, p, k_map, v_map, flash_items(p),
+                flash_row_tiles(p));
 }
 
 }  // namespace gpufrac::engine
