@@ -336,8 +336,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_shared_for_wgmma();
     asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kGroupThreads) : "memory");  // Q
     // Turns: group g waits on named barrier 3 + g before it issues, and arrives on the other's
-    // once its S has finished; group 1 gives group 0 the first turn.
-    if (group == 1 && tiles > 0) {
+    // once its S has finished; group 1 gives group 0 the block's first turn, and the turns run
+    // on across items (a turn passed at an item's end is taken at the next one's start), so
+    // neither group arrives twice on a barrier before the other has taken the first arrival.
+    if (group == 1 && consumed == 0 && tiles > 0) {
       asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
     }
     for (int j = 0; j < tiles; ++j) {
@@ -360,8 +362,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       rows.finish(s, corr);
     }
     if (tiles > 0) {
-      // Group 1's last turn, passed to group 0, is taken here: no barrier is left mid-phase.
-      if (group == 0) asm volatile("bar.sync 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
       const int last = consumed + tiles - 1;
       rows.issue_values(stage_at(last) + kKvTileBytes);
       wgmma_wait<0>();
@@ -369,6 +369,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     rows.store(p, item.q_begin, head);
     consumed += tiles;
+  }
+  // Group 1's last turn, passed to group 0, is taken here: no barrier is left mid-phase.
+  if (group == 0 && consumed > 0) {
+    asm volatile("bar.sync 3, %0;\n" ::"n"(kConsumerThreads) : "memory");
   }
 }
 
