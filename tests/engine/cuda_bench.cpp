@@ -172,10 +172,10 @@ struct Variant {
 
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
-// of the Hopper one (flash_hopper.cu); rope-4: fast, the q/k norm + RoPE kernel's warps taking
-// four heads each; flash-sm-N: fast, the Hopper flash kernel on N% of the SMs beside decode rows
-// (CudaKernelChoice::flash_sm_percent_beside_decodes); simple-attention: fast GEMV, simple
-// attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first version's kernels.
+// of the Hopper one (flash_hopper.cu); flash-sm-N: fast, the Hopper flash kernel on N% of the
+// SMs beside decode rows (CudaKernelChoice::flash_sm_percent_beside_decodes); simple-attention:
+// fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first
+// version's kernels.
 Variant parse_variant(const std::string& name) {
   CudaKernelChoice fast;
   if (name == "fast") return {name, fast};
@@ -189,11 +189,6 @@ Variant parse_variant(const std::string& name) {
     mma.hopper_flash = false;
     return {name, mma};
   }
-  if (name == "rope-4") {
-    CudaKernelChoice rope = fast;
-    rope.rope_heads_per_warp = 4;
-    return {name, rope};
-  }
   if (name.rfind("flash-sm-", 0) == 0) {
     CudaKernelChoice share = fast;
     share.flash_sm_percent_beside_decodes = std::atoi(name.c_str() + 9);
@@ -206,7 +201,7 @@ Variant parse_variant(const std::string& name) {
   if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, mma-flash, rope-4, flash-sm-N, simple-attention, "
+                   "' (use fast, serial, mma-flash, flash-sm-N, simple-attention, "
                    "cublas, simple)");
 }
 
@@ -233,9 +228,8 @@ int bench_main(int argc, char** argv) {
       .option("variants", "LIST",
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
-              "not the Hopper one), rope-4 (fast, four heads per warp in the q/k norm + RoPE "
-              "kernel), flash-sm-N (fast, the Hopper flash kernel held to N% of the SMs "
-              "beside decode rows), simple-attention (fast GEMV, simple attention), cublas (fast "
+              "not the Hopper one), flash-sm-N (fast, the Hopper flash kernel held to N% of the "
+              "SMs beside decode rows; 100: one block per work item), simple-attention (fast GEMV, simple attention), cublas (fast "
               "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
               "as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")

@@ -314,7 +314,6 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     rope.k_cache = k_cache;
     rope.v_cache = v_cache;
     rope.overlap = overlap_;
-    rope.heads_per_warp = options_.kernels.rope_heads_per_warp;
 
     attn.k_cache = k_cache;
     attn.v_cache = v_cache;

@@ -69,9 +69,6 @@ std::string CudaKernelChoice::describe() const {
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
   if (attention == AttentionKernels::kFast && hopper_flash) text += ", Hopper flash";
-  if (rope_heads_per_warp > 1) {
-    text += ", RoPE " + std::to_string(rope_heads_per_warp) + " heads per warp";
-  }
   if (flash_sm_percent_beside_decodes < 100) {
     text += ", flash beside decodes on " + std::to_string(flash_sm_percent_beside_decodes) +
             "% of the SMs";

@@ -67,13 +67,12 @@ struct CudaKernelChoice {
   // Prompt chunks take the flash kernel on Hopper's warpgroup MMA where it runs (attention.h);
   // false: the mma.sync flash kernel everywhere.
   bool hopper_flash = true;
-  // Heads of a token per warp of the q/k norm + RoPE kernel (QkvRopeParams::heads_per_warp).
-  int rope_heads_per_warp = 1;
   // Percent of the SMs the Hopper flash kernel may hold, as a persistent grid, in a step with
-  // decode rows beside its prompt chunks (AttentionParams::flash_sms); 100: one block per tile.
-  int flash_sm_percent_beside_decodes = 100;
+  // decode rows beside its prompt chunks (AttentionParams::flash_sms); the decode rows take the
+  // rest. 100: one flash block per work item, and every decode block waits for the flash kernel.
+  int flash_sm_percent_beside_decodes = 50;
   static CudaKernelChoice simple() {
-    return {AttentionKernels::kSimple, 0, false, false, false, 1, 100};
+    return {AttentionKernels::kSimple, 0, false, false, false, 100};
   }
   static CudaKernelChoice from_environment();
   std::string describe() const;

@@ -81,7 +81,9 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
 // Grid (token, group of heads): each warp takes kJobsPerWarp of the token's heads (rope.cuh: q
 // heads, then k, then v), issuing all of their loads before the block computes the token's
 // angles once into shared memory; then each head's norm + RoPE and store.
-template <int kPerLane, int kJobsPerWarp>
+constexpr int kJobsPerWarp = 4;
+
+template <int kPerLane>
 __global__ void qkv_rope_kv_kernel(QkvRopeParams p) {
   constexpr int kHeadDim = kPerLane * 32;
   __shared__ float angle_cos[kHeadDim / 2], angle_sin[kHeadDim / 2];
@@ -168,32 +170,22 @@ void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidd
   }
 }
 
-template <int kPerLane, int kJobsPerWarp>
+template <int kPerLane>
 void launch_qkv_rope_kv_kernel(const QkvRopeParams& p, cudaStream_t stream) {
   constexpr int kWarps = 4;
   const int jobs = p.num_heads + 2 * p.num_kv_heads;
   const dim3 grid(p.tokens, (jobs + kWarps * kJobsPerWarp - 1) / (kWarps * kJobsPerWarp));
-  launch_kernel(qkv_rope_kv_kernel<kPerLane, kJobsPerWarp>, grid, dim3(kWarps * 32), 0, stream,
-                p.overlap, p);
-}
-
-template <int kJobsPerWarp>
-void launch_qkv_rope_kv_jobs(const QkvRopeParams& p, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 32: launch_qkv_rope_kv_kernel<1, kJobsPerWarp>(p, stream); break;
-    case 64: launch_qkv_rope_kv_kernel<2, kJobsPerWarp>(p, stream); break;
-    case 128: launch_qkv_rope_kv_kernel<4, kJobsPerWarp>(p, stream); break;
-    case 256: launch_qkv_rope_kv_kernel<8, kJobsPerWarp>(p, stream); break;
-    default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
-  }
+  launch_kernel(qkv_rope_kv_kernel<kPerLane>, grid, dim3(kWarps * 32), 0, stream, p.overlap, p);
 }
 
 void launch_qkv_rope_kv(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  if (p.heads_per_warp == 4) {
-    launch_qkv_rope_kv_jobs<4>(p, stream);
-  } else {
-    launch_qkv_rope_kv_jobs<1>(p, stream);
+  switch (p.head_dim) {
+    case 32: launch_qkv_rope_kv_kernel<1>(p, stream); break;
+    case 64: launch_qkv_rope_kv_kernel<2>(p, stream); break;
+    case 128: launch_qkv_rope_kv_kernel<4>(p, stream); break;
+    case 256: launch_qkv_rope_kv_kernel<8>(p, stream); break;
+    default: throw_cuda_failure("launch_qkv_rope_kv", __FILE__, __LINE__, "unsupported head_dim");
   }
 }
 

@@ -48,9 +48,6 @@ struct QkvRopeParams {
   bf16* k_cache = nullptr;  // this layer's K pool
   bf16* v_cache = nullptr;  // this layer's V pool
   bool overlap = false;     // launch to overlap the previous kernel (kernel_launch.cuh)
-  // launch_qkv_rope_kv's warps each take this many heads of a token, all loads in flight before
-  // any is used: 1 or 4 (CudaKernelChoice::rope_heads_per_warp).
-  int heads_per_warp = 1;
 };
 // q, k: (+ bias) -> per-head RMSNorm (if given) -> rotate-half RoPE; v: (+ bias). q goes to
 // q_out, k and v to the cache slot of their token.
