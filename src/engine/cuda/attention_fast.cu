@@ -206,7 +206,6 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   constexpr int kKeyTiles = kTileKeys / 8;
   // [stage][K, V][kTileKeys][kStride], then (kHeads > 1) [kHeads][kFlashRows][kStride] of Q
   extern __shared__ __align__(16) bf16 tiles[];
-  __shared__ int s_kv_end;
 
   const int seq = p.first_flash_seq + int(blockIdx.x);
   const int q_begin = p.seq_query_start[seq];
@@ -219,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t4 = lane & 3;
 
-  const int kv_end = flash_tile_context_end(p, q_begin, tile_row0, kFlashRows, q_count, s_kv_end);
+  const int kv_end = flash_tile_context_end(p, q_begin, tile_row0, kFlashRows, q_count);
 
   const int r_lo = tile_row0 + warp * 16 + g, r_hi = r_lo + 8;  // rows within the sequence
   const bool lo_ok = r_lo < q_count, hi_ok = r_hi < q_count;

@@ -139,20 +139,21 @@ __device__ __forceinline__ void flash_store_rows(Outputs o, float l_lo, float l_
   }
 }
 
-// The context end of a flash block's query rows: the largest token_context of rows [row0,
+// The context end of a flash tile's query rows: the largest token_context of rows [row0,
 // row0 + rows) of the sequence whose queries start at row q_begin (rows at or past q_count
-// skipped), reduced through `slot` in shared memory. Every thread of the block calls it (it
-// syncs the block twice); needs blockDim.x >= rows.
+// skipped). Every lane of the calling warp calls it and gets the result (no block barrier).
 __device__ __forceinline__ int flash_tile_context_end(const AttentionParams& p, int q_begin,
-                                                      int row0, int rows, int q_count,
-                                                      int& slot) {
-  if (threadIdx.x == 0) slot = 0;
-  __syncthreads();
-  if (int(threadIdx.x) < rows && row0 + int(threadIdx.x) < q_count) {
-    atomicMax(&slot, p.token_context[q_begin + row0 + threadIdx.x]);
+                                                      int row0, int rows, int q_count) {
+  const int lane = int(threadIdx.x) & 31;
+  int end = 0;
+  for (int r = row0 + lane; r < min(row0 + rows, q_count); r += 32) {
+    end = max(end, p.token_context[q_begin + r]);
   }
-  __syncthreads();
-  return slot;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    end = max(end, __shfl_xor_sync(0xffffffffu, end, offset));
+  }
+  return end;
 }
 
 // K/V stages of the fast decode kernel for p's decode rows: three in a decode-only step of one

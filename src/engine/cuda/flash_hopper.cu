@@ -232,22 +232,6 @@ struct FlashRows {
   }
 };
 
-// The largest token_context among rows [row0, row0 + kRows) of the chunk whose queries start
-// at q_begin (q_count rows): the positions a tile reads. Every lane of the calling warp gets it.
-__device__ __forceinline__ int tile_context_end(const AttentionParams& p, int q_begin, int row0,
-                                                int q_count) {
-  const int lane = int(threadIdx.x) & 31;
-  int end = 0;
-  for (int r = row0 + lane; r < min(row0 + kRows, q_count); r += 32) {
-    end = max(end, p.token_context[q_begin + r]);
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    end = max(end, __shfl_xor_sync(0xffffffffu, end, offset));
-  }
-  return end;
-}
-
 // One work item of the kernel: 64 query rows of a prompt chunk and two query heads of one KV head.
 // Item w takes chunk w % chunks, head pair (w / chunks) % pairs and the (w / (chunks x pairs))-th
 // longest row tile, so that the longest tiles go first.
@@ -266,6 +250,10 @@ struct FlashItem {
   // Whether the item has rows: a sequence of the flash kernel and a tile inside its chunk.
   __device__ __forceinline__ bool has_rows() const {
     return q_count >= kFlashMinQueries && tile_row0 < q_count;
+  }
+  // The positions the item's rows read (every lane of the calling warp calls it).
+  __device__ __forceinline__ int context_end(const AttentionParams& p) const {
+    return flash_tile_context_end(p, q_begin, tile_row0, kRows, q_count);
   }
 };
 
@@ -298,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int w = int(blockIdx.x); w < items; w += int(gridDim.x)) {
       const FlashItem item(p, w, row_tiles);
       if (!item.has_rows()) continue;
-      const int kv_end = tile_context_end(p, item.q_begin, item.tile_row0, item.q_count);
+      const int kv_end = item.context_end(p);
       const int tiles = (kv_end + kKeys - 1) / kKeys;
       if (threadIdx.x == kConsumerThreads) {
         const int32_t* table = p.block_tables + int64_t(item.seq) * p.header->table_width;
@@ -325,8 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const FlashItem item(p, w, row_tiles);
     if (!item.has_rows()) continue;
     const int head = item.pair * 2 + group;
-    const int tiles =
-        (tile_context_end(p, item.q_begin, item.tile_row0, item.q_count) + kKeys - 1) / kKeys;
+    const int tiles = (item.context_end(p) + kKeys - 1) / kKeys;
     // The group's products that read the last item's Q have finished.
     if (consumed > 0) asm volatile("bar.sync %0, %1;\n" ::"r"(1 + group), "n"(kGroupThreads));
     load_queries(p, item.q_begin, item.tile_row0, item.q_count, head, q_tile);
