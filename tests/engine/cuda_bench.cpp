@@ -229,17 +229,18 @@ int bench_main(int argc, char** argv) {
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
               "not the Hopper one), flash-sm-N (fast, the Hopper flash kernel held to N% of the "
-              "SMs beside decode rows; 100: one block per work item), simple-attention (fast GEMV, simple attention), cublas (fast "
-              "attention, cuBLASLt GEMMs), simple (version 1); a name given again is timed again "
-              "as NAME#2, ...",
+              "SMs beside decode rows; 100: one block per work item), simple-attention (fast "
+              "GEMV, simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version "
+              "1); a name given again is timed again as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
               "1,32")
-      .option("mixed", "DECODES,TOKENS",
+      .option("mixed", "DECODES,TOKENS[,START]",
               "a serving step of DECODES decoding sequences (at --context) and one prompt chunk of "
-              "TOKENS tokens at position --context / 2, timed and broken down per stage (first "
-              "variant); 31,481 is what gpufrac serve's 512-token budget of a step with decodes "
-              "gives at --max-num-seqs 32; empty: none",
+              "TOKENS tokens at position START (default --context / 2; START + TOKENS at most "
+              "--context), timed and broken down per stage (first variant); 31,481 is what "
+              "gpufrac serve's 512-token budget of a step with decodes gives at --max-num-seqs "
+              "32; empty: none",
               "")
       .option("json", "FILE", "write every number here", "")
       .section("Example",
@@ -263,18 +264,21 @@ int bench_main(int argc, char** argv) {
       parse_int_list(args.get("profile-batches"), "--profile-batches");
   const std::vector<int> mixed =
       args.get("mixed").empty() ? std::vector<int>{} : parse_int_list(args.get("mixed"), "--mixed");
-  if (!mixed.empty() && (mixed.size() != 2 || mixed[0] < 1 || mixed[1] < 1)) {
-    throw UsageError("--mixed must be DECODES,TOKENS (two positive numbers), got '" +
-                     args.get("mixed") + "'");
+  if (!mixed.empty() && (mixed.size() < 2 || mixed.size() > 3 || mixed[0] < 1 || mixed[1] < 1 ||
+                         (mixed.size() == 3 && mixed[2] < 0))) {
+    throw UsageError("--mixed must be DECODES,TOKENS[,START] (two positive numbers and a "
+                     "position from 0), got '" + args.get("mixed") + "'");
   }
   if (!cuda_device_usable()) throw RuntimeFailure("no usable CUDA device (nvidia-smi -L)");
   std::optional<ModelConfig> config = find_preset(model);
   if (!config) throw UsageError("--model must be a preset name, got '" + model + "'");
   const ModelConfig& c = *config;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
-  if (!mixed.empty() && (mixed[0] > max_batch || mixed[1] > context / 2)) {
+  const int chunk_start = mixed.size() == 3 ? mixed[2] : context / 2;
+  if (!mixed.empty() && (mixed[0] > max_batch || chunk_start + mixed[1] > context)) {
     throw UsageError("--mixed: DECODES must be at most the largest of --batches (" +
-                     std::to_string(max_batch) + ") and TOKENS at most --context / 2");
+                     std::to_string(max_batch) + ") and START + TOKENS at most --context (" +
+                     std::to_string(context) + ")");
   }
 
   CudaRunnerOptions options;
@@ -405,7 +409,7 @@ int bench_main(int argc, char** argv) {
     mixed_batch.sequences.assign(largest->sequences.begin(), largest->sequences.begin() + mixed[0]);
     chunk.resize(size_t(mixed[1]));
     for (int32_t& t : chunk) t = token(rng);
-    mixed_batch.sequences.push_back({chunk, context / 2, table, true, {}});
+    mixed_batch.sequences.push_back({chunk, chunk_start, table, true, {}});
   }
   const double linear_params =
       double(c.num_layers) * (double(qkv) * hidden + double(hidden) * q_width +
@@ -501,7 +505,7 @@ int bench_main(int argc, char** argv) {
         out["mixed_step"] = {{"decodes", mixed[0]},
                              {"context", context},
                              {"chunk_tokens", mixed[1]},
-                             {"chunk_start", context / 2},
+                             {"chunk_start", chunk_start},
                              {"gpu_ms", timed["gpu_ms"]},
                              {"wall_ms", timed["wall_ms"]},
                              {"stages", stages_json(mixed_stages)}};
