@@ -5,8 +5,8 @@ printed, the ratio is of the medians, each side gets its own environment, a --pa
 serves as a build, build B's tests run first, and a failed test or run or a --json among the
 bench's arguments is an error. With --serve, against the real `gpufrac` (GPUFRAC_BINARY, which
 CTest sets) serving the tiny model on the CPU: both builds' servers measured by gpufrac bench at
-two concurrencies, a server that never becomes healthy named with its log, and per-run
-arguments refused. No GPU.
+two concurrencies, build B's own server arguments (--serve-b) used for B alone, a server that
+never becomes healthy named with its log, and per-run arguments refused. No GPU.
 
 Run: GPUFRAC_BINARY=build/gpufrac python3 tests/engine/ab_bench_test.py  (CTest: label unit)
 """
@@ -127,6 +127,11 @@ class AbBenchTest(unittest.TestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn("--json is set per run", done.stderr)
 
+    def test_serve_b_without_serve_is_a_usage_error(self):
+        done = self.ab("--serve-b", "--model tiny")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--serve-b needs --serve", done.stderr)
+
     def test_a_build_without_the_bench_is_named(self):
         os.remove(os.path.join(self.b, "tests", "engine", "gpufrac_cuda_bench"))
         done = self.ab()
@@ -151,10 +156,10 @@ class AbBenchServeTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def ab(self, serve, *bench_args):
+    def ab(self, serve, *bench_args, serve_b=None):
         command = [sys.executable, AB_BENCH, "--a", self.builds[0], "--b", self.builds[1],
                    "--rounds", "1", "--out", os.path.join(self.root, "out"), "--serve", serve,
-                   "--", *bench_args]
+                   *(["--serve-b", serve_b] if serve_b is not None else []), "--", *bench_args]
         return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
     def test_both_servers_are_measured_per_run_point(self):
@@ -175,6 +180,18 @@ class AbBenchServeTest(unittest.TestCase):
             with open(os.path.join(self.root, "out", f"{side}-1-serve.log")) as log:
                 self.assertIn("listening on http://", log.read())
 
+    def test_serve_b_gives_build_b_its_own_server_arguments(self):
+        done = self.ab("--model tiny --device cpu --max-model-len 256", "--isl", "16", "--osl",
+                       "4", "--concurrency", "1", "--requests", "2", "--warmup", "1",
+                       serve_b="--model no-such-model --device cpu")
+        self.assertEqual(done.returncode, 1, done.stderr + done.stdout)
+        self.assertIn("did not become healthy", done.stderr)
+        self.assertIn("b-1-serve.log", done.stderr)
+        with open(os.path.join(self.root, "out", "a-1-serve.log")) as log:
+            self.assertIn("listening on http://", log.read())
+        self.assertTrue(os.path.isfile(os.path.join(self.root, "out", "a-1-bench", "dedicated-m1",
+                                                    "c1", "summary.json")))
+
     def test_a_server_that_never_becomes_healthy_is_named_with_its_log(self):
         done = self.ab("--model no-such-model --device cpu", "--concurrency", "1")
         self.assertEqual(done.returncode, 1)
@@ -188,6 +205,9 @@ class AbBenchServeTest(unittest.TestCase):
             done = self.ab(serve, *bench)
             self.assertEqual(done.returncode, 2, done.stderr)
             self.assertIn("is set per run by ab_bench", done.stderr)
+        done = self.ab("--model tiny", serve_b="--model tiny --port 8000")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("is set per run by ab_bench", done.stderr)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@ Two measurements:
 - the server (--serve SERVE_ARGS): each build's `gpufrac serve SERVE_ARGS --port 0` started
   and, once /health answers, `gpufrac bench --target <it> BENCH_ARGS --out <run dir>` (the same
   build's), then the server stopped. Points per run point of the bench (c<N> or r<rate>):
-  output tok/s, TTFT p50 ms, ITL p50 ms.
+  output tok/s, TTFT p50 ms, ITL p50 ms. --serve-b SERVE_ARGS_B gives build B's server other
+  arguments (A/B of a serve option, with the same build as A and B).
 
 Run (on the GPU machine):
   python3 tests/gpu/engine/ab_bench.py --a BUILD_A --b BUILD_B [--rounds 2] [--out DIR]
-      [--env-a VAR=VALUE]... [--env-b VAR=VALUE]... [--test NAME]... [--serve SERVE_ARGS]
-      -- BENCH_ARGS...
+      [--env-a VAR=VALUE]... [--env-b VAR=VALUE]... [--test NAME]... [--serve SERVE_ARGS
+      [--serve-b SERVE_ARGS_B]] -- BENCH_ARGS...
 e.g. `... -- --model qwen3-4b --batches 1,32 --context 2048 --prefill 2048 --mixed 31,481
 --variants fast`, or `... --serve "--model qwen3-4b --device cuda --max-num-seqs 32
 --max-model-len 4096" -- --isl 2048 --osl 256 --concurrency 32` (the serve suite's commands).
@@ -211,26 +212,33 @@ def main():
                         help="a test program of build B to pass before timing (repeatable)")
     parser.add_argument("--serve", metavar="SERVE_ARGS",
                         help="measure gpufrac serve SERVE_ARGS with gpufrac bench ARGS instead")
+    parser.add_argument("--serve-b", metavar="SERVE_ARGS_B",
+                        help="with --serve: build B's server arguments (default: SERVE_ARGS)")
     parser.add_argument("bench_args", nargs=argparse.REMAINDER,
                         help="-- then gpufrac_cuda_bench's (or with --serve gpufrac bench's) "
                              "arguments")
     args = parser.parse_args()
     bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
     serve_args = shlex.split(args.serve) if args.serve is not None else None
+    if args.serve_b is not None and serve_args is None:
+        parser.error("--serve-b needs --serve")
+    serve_b_args = shlex.split(args.serve_b) if args.serve_b is not None else serve_args
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     per_run = ("--target", "--out") if serve_args is not None else ("--json",)
     for flag in per_run:
         if flag in bench_args:
             parser.error(f"{flag} is set per run by ab_bench")
-    if serve_args is not None and "--port" in serve_args:
+    if serve_args is not None and "--port" in serve_args + serve_b_args:
         parser.error("--port is set per run by ab_bench")
     out = args.out or tempfile.mkdtemp(prefix="ab-bench.")
     os.makedirs(out, exist_ok=True)
     builds = {"A": unpacked(args.a, out, "a"), "B": unpacked(args.b, out, "b")}
     program = SERVER if serve_args is not None else BENCH
-    sides = {"A": (program_path(builds["A"], program), environment(args.env_a, "--env-a")),
-             "B": (program_path(builds["B"], program), environment(args.env_b, "--env-b"))}
+    sides = {"A": (program_path(builds["A"], program), environment(args.env_a, "--env-a"),
+                   serve_args),
+             "B": (program_path(builds["B"], program), environment(args.env_b, "--env-b"),
+                   serve_b_args)}
     for name in args.test:
         test = test_path(builds["B"], name)
         if not run_test(test, sides["B"][1], os.path.join(out, f"test-{name}.log")):
@@ -238,10 +246,10 @@ def main():
     values = {"A": {}, "B": {}}  # side -> point -> [value per round]
     order = []
     for round_index in range(1, args.rounds + 1):
-        for side, (path, env) in sides.items():
+        for side, (path, env, side_serve_args) in sides.items():
             stem = os.path.join(out, f"{side.lower()}-{round_index}")
             if serve_args is not None:
-                points = run_serve_bench(path, serve_args, bench_args, env, stem)
+                points = run_serve_bench(path, side_serve_args, bench_args, env, stem)
             else:
                 points = run_engine_bench(path, bench_args, env, stem)
             if points is None:
@@ -250,8 +258,13 @@ def main():
                 if name not in order:
                     order.append(name)
                 values[side].setdefault(name, []).append(value)
-    measured = (f"serve: {' '.join(serve_args)}\nbench: {' '.join(bench_args)}\nvalues"
-                if serve_args is not None else f"bench: {' '.join(bench_args)}\nGPU ms")
+    if serve_args is None:
+        measured = f"bench: {' '.join(bench_args)}\nGPU ms"
+    elif serve_b_args == serve_args:
+        measured = f"serve: {' '.join(serve_args)}\nbench: {' '.join(bench_args)}\nvalues"
+    else:
+        measured = (f"serve A: {' '.join(serve_args)}\nserve B: {' '.join(serve_b_args)}\n"
+                    f"bench: {' '.join(bench_args)}\nvalues")
     print(f"A: {args.a}\nB: {args.b}\n{measured} per round, A then B; B / A of the medians "
           f"(runs in {out})")
     width = max(len(name) for name in order)

@@ -172,6 +172,7 @@ def main():
         ("v4: + 288 with decodes", Model(measured, args.eager_ms, 0.0), 8192, 288),
         ("fitted: + 512 with decodes", served, 8192, 512),
         ("fitted: + 1024 with decodes", served, 8192, 1024),
+        ("fitted: + 384 with decodes", served, 8192, 384),
         ("fitted: + 288 with decodes", served, 8192, 288),
     ]
     print(f"priced with {os.path.relpath(args.bench)}")
