@@ -4,7 +4,8 @@ benchmark's JSON plus the test logs of the same run) and, with --serve-bench, of
 tests/gpu/serve/run (`gpufrac bench` against `gpufrac serve --device cuda`: its bench result
 directory). Every number in the document comes from those files; the GPU, driver, date and
 command are recorded with them. --commit, --driver and --date re-render a kept run (default:
-this checkout's HEAD, nvidia-smi, today).
+$GPUFRAC_BUILD_COMMIT, which scripts/gpu-check sets to the build's commit, else this checkout's
+HEAD; nvidia-smi; today).
 
   results_doc.py --bench engine-bench.json --suite-dir DIR [--serve-bench DIR] --out engine-h200.md
 """
@@ -128,7 +129,7 @@ def main():
         b = json.load(f)
     driver = a.driver or command_output(
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    commit = a.commit or command_output(
+    commit = a.commit or os.environ.get("GPUFRAC_BUILD_COMMIT") or command_output(
         ["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short",
          "HEAD"]) or "unknown"
     today = a.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")

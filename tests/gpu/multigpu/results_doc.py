@@ -143,7 +143,8 @@ def main():
     ours = lambda name: read_csv(os.path.join(a.report or os.path.join(a.results, "report"), name))
     one = lambda name: read_csv(os.path.join(a.one_gpu, "report", name))
     study = lambda name: read_csv(os.path.join(a.study_report, name))
-    commit = a.commit or commit_of(os.path.dirname(os.path.abspath(__file__)))
+    commit = (a.commit or os.environ.get("GPUFRAC_BUILD_COMMIT") or
+              commit_of(os.path.dirname(os.path.abspath(__file__))))
     lines = []
     w = lines.append
 
