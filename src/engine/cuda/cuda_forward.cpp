@@ -221,27 +221,17 @@ const bf16* CudaRunner::normed_rows(const GemvNorm& left, const float* norm_weig
   return act;
 }
 
-void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
+// What every layer's attention in a step of `shape` shares (the caches and the q/k norm + RoPE
+// are set per layer): the rows, the output `out`, the flash grid's SMs and the decode splits.
+AttentionParams CudaRunner::step_attention(const StepShape& shape, const StepArrays& a,
+                                           bf16* out) {
   const ModelConfig& c = weights_.config();
   const int tokens = shape.tokens;
-  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
-  const int qkv = q_width + 2 * c.kv_width();
-  const float eps = float(c.rms_norm_eps);
-  auto* x = residual_.as<float>();
-  auto* act = activations_.as<bf16>();
-  const uint64_t layer_kv_elements = uint64_t(kv_.segment_blocks()) * uint64_t(c.num_kv_heads) *
-                                     uint64_t(block_size_) * uint64_t(c.head_dim);
-
-  mark("");
-  launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
-               stream_);
-  mark("embed");
   // The rows the decode kernel takes: with the fast kernels only those before the last short
   // sequence (the flash kernel takes the prompt chunks), with the simple kernel every row.
   const bool flash_takes_prompts = runs_fast_attention(options_.kernels.attention, c.num_heads,
                                                        c.num_kv_heads, c.head_dim, block_size_);
   const bool beside_flash = flash_takes_prompts && shape.max_queries >= kFlashMinQueries;
-  // What every layer's attention shares (the caches, q/k norm + RoPE and out are set per layer).
   AttentionParams attn;
   attn.q = queries_.as<bf16>();
   attn.header = a.header;
@@ -263,7 +253,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   attn.scale = 1.0f / std::sqrt(float(c.head_dim));
   attn.partial_out = attention_partials_.as<float>();
   attn.partial_lse = attention_partials_.as<float>() + partial_floats_;
-  attn.out = act;
+  attn.out = out;
   attn.overlap = overlap_;
   attn.hopper_flash = options_.kernels.hopper_flash;
   attn.sm_count = sm_count_;
@@ -283,6 +273,25 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
                                : attention_splits(attn.decode_rows, c.num_heads, c.num_kv_heads,
                                                   sm_count_ - flash_sms, shape.max_context,
                                                   beside_flash && flash_sms == 0);
+  return attn;
+}
+
+void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
+  const ModelConfig& c = weights_.config();
+  const int tokens = shape.tokens;
+  const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
+  const int qkv = q_width + 2 * c.kv_width();
+  const float eps = float(c.rms_norm_eps);
+  auto* x = residual_.as<float>();
+  auto* act = activations_.as<bf16>();
+  const uint64_t layer_kv_elements = uint64_t(kv_.segment_blocks()) * uint64_t(c.num_kv_heads) *
+                                     uint64_t(block_size_) * uint64_t(c.head_dim);
+
+  mark("");
+  launch_embed(weights_.embed_tokens, a.token_ids, sampled_.as<int32_t>(), tokens, hidden, x,
+               stream_);
+  mark("embed");
+  AttentionParams attn = step_attention(shape, a, act);
 
   // What the last projection added into the residual left for the next norm (GemvNorm; no
   // weight: the next norm runs as a kernel of its own).

@@ -188,6 +188,8 @@ class CudaRunner final : public ModelRunner {
   // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_
   // (every entry true without options_.time_linear_choices).
   void time_linear_kernels();
+  // The attention parameters every layer of a step shares, writing `out` (cuda_forward.cpp).
+  AttentionParams step_attention(const StepShape& shape, const StepArrays& arrays, bf16* out);
   // Enqueues the whole forward pass (embedding to sampled ids) for inputs laid out as `arrays`.
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   // The decode graph of `bucket` padding rows, as enqueue_step runs them now.
