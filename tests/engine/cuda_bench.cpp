@@ -6,9 +6,9 @@
 // wall time: what a caller sees), one long prefill (back to back, and after an idle GPU), and
 // one serving step (decodes beside a prompt chunk, as gpufrac serve mixes them). Every decode
 // and prefill point runs once per kernel variant (--variants: the fast paths against the simple
-// kernels, as ratios in the same run), the GEMV against cuBLASLt per shape, and per-stage
-// breakdowns of eager steps (events between the stages). Prints tables last and writes every
-// number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// kernels, as ratios in the same run), the GEMV and skinny GEMM against cuBLASLt per shape, and
+// per-stage breakdowns of eager steps (events between the stages). Prints tables last and writes
+// every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,6 +32,7 @@
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
+#include "engine/cuda/skinny_gemm.h"
 #include "engine/model/presets.h"
 
 namespace gpufrac::engine {
@@ -93,13 +94,17 @@ double measure_copy_bandwidth(cudaStream_t stream) {
 
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
 // graph; returns the median time per call in ms.
-// With `gemv`, the weight-streaming kernel (gemv.h) instead of cuBLASLt.
+// `kernel`: cuBLASLt, the GEMV (gemv.h) or the skinny GEMM (skinny_gemm.h: fp32 partials).
+enum class LinearKernel { cublas, gemv, skinny };
 double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
                            const bf16* x, void* y, bool y_bf16, int m, int n, int k,
-                           cudaStream_t stream, int repeats, bool gemv = false) {
+                           cudaStream_t stream, int repeats,
+                           LinearKernel kernel = LinearKernel::cublas) {
   auto run = [&](const bf16* w) {
-    if (gemv) {
+    if (kernel == LinearKernel::gemv) {
       launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, stream);
+    } else if (kernel == LinearKernel::skinny) {
+      launch_skinny_gemm(x, w, static_cast<float*>(y), m, n, k, stream);
     } else {
       gemm.run(x, w, y, y_bf16, m, n, k, stream);
     }
@@ -173,7 +178,8 @@ struct Variant {
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
 // of the Hopper one (flash_hopper.cu); flash-sm-N: fast, the Hopper flash kernel on N% of the
-// SMs beside decode rows (CudaKernelChoice::flash_sm_percent_beside_decodes); simple-attention:
+// SMs beside decode rows (CudaKernelChoice::flash_sm_percent_beside_decodes); skinny: fast with
+// the skinny GEMM past the GEMV's tokens (where it wins the start-up timing); simple-attention:
 // fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first
 // version's kernels.
 Variant parse_variant(const std::string& name) {
@@ -198,11 +204,21 @@ Variant parse_variant(const std::string& name) {
     return {name, share};
   }
   if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
-  if (name == "cublas") return {name, {AttentionKernels::kFast, 0}};
+  if (name == "skinny") {
+    CudaKernelChoice skinny = fast;
+    skinny.skinny_gemm_max_tokens = kSkinnyMaxTokens;
+    return {name, skinny};
+  }
+  if (name == "cublas") {
+    CudaKernelChoice cublas = fast;
+    cublas.gemv_max_tokens = 0;
+    cublas.skinny_gemm_max_tokens = 0;
+    return {name, cublas};
+  }
   if (name == "simple") return {name, CudaKernelChoice::simple()};
   throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, mma-flash, flash-sm-N, simple-attention, "
-                   "cublas, simple)");
+                   "' (use fast, serial, mma-flash, flash-sm-N, skinny, "
+                   "simple-attention, cublas, simple)");
 }
 
 std::vector<std::string> split_names(const std::string& list) {
@@ -229,8 +245,9 @@ int bench_main(int argc, char** argv) {
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
               "not the Hopper one), flash-sm-N (fast, the Hopper flash kernel held to N% of the "
-              "SMs beside decode rows; 100: one block per work item), simple-attention (fast "
-              "GEMV, simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version "
+              "SMs beside decode rows; 100: one block per work item), skinny (fast, the skinny "
+              "GEMM past the GEMV's tokens), simple-attention (fast GEMV, simple attention), cublas "
+              "(fast attention, cuBLASLt GEMMs), simple (version "
               "1); a name given again is timed again as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
@@ -342,7 +359,7 @@ int bench_main(int argc, char** argv) {
       std::to_string(probe_m) + "x" + std::to_string(2 * inter) + "x" + std::to_string(hidden);
   Json gemm_rows = Json::array();
   for (const Shape& s : shapes) {
-    for (int m : {1, 2, 4, 8, 32, 64, 128, prefill}) {
+    for (int m : {1, 2, 4, 8, 16, 32, 64, 128, prefill}) {
       if (m > max_m) continue;
       gemm.tune(x, s.weights, y.data(), false, m, s.n, s.k, false, stream);
       double ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20);
@@ -358,10 +375,16 @@ int bench_main(int argc, char** argv) {
                   {"cublaslt_first_algorithm_ms", first_ms},
                   {"floor_ms", bytes / bandwidth * 1e3}};
       if (m <= kGemvMaxTokens) {
-        double gemv_ms =
-            time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20, true);
+        double gemv_ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k,
+                                             stream, 20, LinearKernel::gemv);
         row["gemv_ms"] = gemv_ms;
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
+      }
+      if (m >= 4 && skinny_gemm_supports(m, s.k)) {
+        double skinny_ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k,
+                                               stream, 20, LinearKernel::skinny);
+        row["skinny_ms"] = skinny_ms;
+        row["skinny_bytes_per_s"] = bytes / (skinny_ms * 1e-3);
       }
       gemm_rows.push_back(row);
     }
@@ -525,19 +548,25 @@ int bench_main(int argc, char** argv) {
   std::printf("\n%s on %s (%d SMs usable): copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s (%s)\n",
               model.c_str(), props.name, runner.sm_count(), bandwidth / 1e12, gemm_rate / 1e12,
               out["gemm_rate_shape"].get<std::string>().c_str());
-  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s\n", "shape", "m", "cublaslt_ms", "gemv_ms",
-              "gemv/cublas", "floor_ms");
+  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s %-12s %-10s\n", "shape", "m", "cublaslt_ms",
+              "gemv_ms", "gemv/cublas", "skinny_ms", "skinny/cublas", "floor_ms");
   for (const Json& r : gemm_rows) {
-    double cublas = r["cublaslt_ms"].get<double>();
-    if (r.contains("gemv_ms")) {
-      double gemv = r["gemv_ms"].get<double>();
-      std::printf("%-8s %-5d %-12.4f %-10.4f %-10.2f %-10.4f\n",
-                  r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv,
-                  gemv / cublas, r["floor_ms"].get<double>());
-    } else {
-      std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10.4f\n", r["shape"].get<std::string>().c_str(),
-                  r["m"].get<int>(), cublas, "-", "-", r["floor_ms"].get<double>());
-    }
+    const double cublas = r["cublaslt_ms"].get<double>();
+    auto column = [&](const char* key, char* ms, char* ratio) {
+      if (!r.contains(key)) {
+        std::snprintf(ms, 16, "-");
+        std::snprintf(ratio, 16, "-");
+        return;
+      }
+      std::snprintf(ms, 16, "%.4f", r[key].get<double>());
+      std::snprintf(ratio, 16, "%.2f", r[key].get<double>() / cublas);
+    };
+    char gemv[16], gemv_ratio[16], skinny[16], skinny_ratio[16];
+    column("gemv_ms", gemv, gemv_ratio);
+    column("skinny_ms", skinny, skinny_ratio);
+    std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10s %-12s %-10.4f\n",
+                r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv, gemv_ratio,
+                skinny, skinny_ratio, r["floor_ms"].get<double>());
   }
   for (size_t i = 0; i < profile_tables.size(); ++i) {
     double total = 0;

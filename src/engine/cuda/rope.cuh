@@ -61,12 +61,17 @@ __device__ __forceinline__ void load_head(const QkvRopeParams& p, int t, QkvPart
       const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
       v[4 * q] = lo.x, v[4 * q + 1] = lo.y, v[4 * q + 2] = hi.x, v[4 * q + 3] = hi.y;
     }
-  } else if (kPerLane % 4 == 0 && p.qkv.parts == 1) {  // 16-byte loads
-    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.qkv.data) + at);
+  } else if (kPerLane % 4 == 0) {  // fp32 (split-K partials summed), 16-byte loads
+    const float* data = static_cast<const float*>(p.qkv.data) + at;
 #pragma unroll
-    for (int q = 0; q < kPerLane / 4; ++q) {
-      const float4 f = src[q];
-      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    for (int d = 0; d < kPerLane; ++d) v[d] = 0.0f;
+    for (int part = 0; part < p.qkv.parts; ++part) {
+      const float4* src = reinterpret_cast<const float4*>(data + part * p.qkv.part_stride);
+#pragma unroll
+      for (int q = 0; q < kPerLane / 4; ++q) {
+        const float4 f = src[q];
+        v[4 * q] += f.x, v[4 * q + 1] += f.y, v[4 * q + 2] += f.z, v[4 * q + 3] += f.w;
+      }
     }
   } else {
 #pragma unroll

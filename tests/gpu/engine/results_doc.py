@@ -254,19 +254,23 @@ def main():
             w("")
 
     w("\n## Linear layers through cuBLASLt (ms per layer, distinct weights per layer)\n")
-    w("GEMV: the weight-streaming kernel (gemv.h) at the same shape, for the token counts it "
-      "serves; the runner times both at start-up and keeps the faster per shape.\n")
+    w("GEMV and skinny GEMM: the weight-streaming kernels (gemv.h, skinny_gemm.h) at the same "
+      "shape, for the token counts they serve; the runner times them against cuBLASLt at start-up "
+      "and keeps the faster per shape.\n")
     w("ms: the algorithm the runner keeps from timing cuBLASLt's candidates at start-up; "
       "heuristic's first: the one cuBLASLt ranks first for the shape.\n")
-    w("| shape | m | n | k | ms | heuristic's first ms | weight bytes / s | GEMV ms | GEMV / cuBLASLt | floor ms |")
-    w("|---|---|---|---|---|---|---|---|---|---|")
+    w("| shape | m | n | k | ms | heuristic's first ms | weight bytes / s | GEMV ms | GEMV / cuBLASLt | skinny ms | skinny / cuBLASLt | floor ms |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def against_cublas(g, key):
+        return (f"{g[key]:.4f} | {g[key] / g['cublaslt_ms']:.2f}" if key in g else "- | -")
+
     for g in b["gemm_shapes"]:
-        gemv = (f"{g['gemv_ms']:.4f} | {g['gemv_ms'] / g['cublaslt_ms']:.2f}"
-                if "gemv_ms" in g else "- | -")
         first = (f"{g['cublaslt_first_algorithm_ms']:.4f}"
                  if "cublaslt_first_algorithm_ms" in g else "-")
         w(f"| {g['shape']} | {g['m']} | {g['n']} | {g['k']} | {g['cublaslt_ms']:.4f} | {first} | "
-          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {gemv} | {g['floor_ms']:.4f} |")
+          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {against_cublas(g, 'gemv_ms')} | "
+          f"{against_cublas(g, 'skinny_ms')} | {g['floor_ms']:.4f} |")
 
     w("\n## Correctness in the same run\n")
     for line in verdicts(a.suite_dir):
