@@ -68,15 +68,25 @@ __global__ void rmsnorm_vec_kernel(float* x, const int32_t* row_index, int hidde
     v[i] = idx < n4 ? xr[idx] : make_float4(0, 0, 0, 0);
   }
   if (adds.data) {
-    for (int p = 0; p < adds.parts; ++p) {
-      const float4* part =
-          reinterpret_cast<const float4*>(static_cast<const float*>(adds.data) + p * adds.part_stride + row);
+    constexpr int kPartsInFlight = 4;  // partials loaded before any is added
+    const float* parts = static_cast<const float*>(adds.data) + row;
+    for (int p0 = 0; p0 < adds.parts; p0 += kPartsInFlight) {
+      float4 a[kPartsInFlight][kVec];
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const int idx = threadIdx.x + i * blockDim.x;
-        if (idx < n4) {
-          const float4 a = part[idx];
-          v[i].x += a.x, v[i].y += a.y, v[i].z += a.z, v[i].w += a.w;
+      for (int q = 0; q < kPartsInFlight; ++q) {
+        const float4* part = reinterpret_cast<const float4*>(parts + (p0 + q) * adds.part_stride);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const int idx = threadIdx.x + i * blockDim.x;
+          a[q][i] = p0 + q < adds.parts && idx < n4 ? part[idx] : make_float4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kPartsInFlight; ++q) {
+        if (p0 + q >= adds.parts) break;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          v[i].x += a[q][i].x, v[i].y += a[q][i].y, v[i].z += a[q][i].z, v[i].w += a[q][i].w;
         }
       }
     }

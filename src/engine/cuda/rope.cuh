@@ -65,12 +65,24 @@ __device__ __forceinline__ void load_head(const QkvRopeParams& p, int t, QkvPart
     const float* data = static_cast<const float*>(p.qkv.data) + at;
 #pragma unroll
     for (int d = 0; d < kPerLane; ++d) v[d] = 0.0f;
-    for (int part = 0; part < p.qkv.parts; ++part) {
-      const float4* src = reinterpret_cast<const float4*>(data + part * p.qkv.part_stride);
+    constexpr int kPartsInFlight = 4;  // partials loaded before any is added
+    for (int part0 = 0; part0 < p.qkv.parts; part0 += kPartsInFlight) {
+      float4 f[kPartsInFlight][kPerLane >= 4 ? kPerLane / 4 : 1];
 #pragma unroll
-      for (int q = 0; q < kPerLane / 4; ++q) {
-        const float4 f = src[q];
-        v[4 * q] += f.x, v[4 * q + 1] += f.y, v[4 * q + 2] += f.z, v[4 * q + 3] += f.w;
+      for (int part = 0; part < kPartsInFlight; ++part) {
+        const float4* src = reinterpret_cast<const float4*>(data + (part0 + part) * p.qkv.part_stride);
+#pragma unroll
+        for (int q = 0; q < kPerLane / 4; ++q) {
+          f[part][q] = part0 + part < p.qkv.parts ? src[q] : make_float4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int part = 0; part < kPartsInFlight; ++part) {
+#pragma unroll
+        for (int q = 0; q < kPerLane / 4; ++q) {
+          v[4 * q] += f[part][q].x, v[4 * q + 1] += f[part][q].y;
+          v[4 * q + 2] += f[part][q].z, v[4 * q + 3] += f[part][q].w;
+        }
       }
     }
   } else {
