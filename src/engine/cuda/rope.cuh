@@ -70,7 +70,8 @@ __device__ __forceinline__ void load_head(const QkvRopeParams& p, int t, QkvPart
       float4 f[kPartsInFlight][kPerLane >= 4 ? kPerLane / 4 : 1];
 #pragma unroll
       for (int part = 0; part < kPartsInFlight; ++part) {
-        const float4* src = reinterpret_cast<const float4*>(data + (part0 + part) * p.qkv.part_stride);
+        const float* part_data = data + (part0 + part) * p.qkv.part_stride;
+        const float4* src = reinterpret_cast<const float4*>(part_data);
 #pragma unroll
         for (int q = 0; q < kPerLane / 4; ++q) {
           f[part][q] = part0 + part < p.qkv.parts ? src[q] : make_float4(0, 0, 0, 0);
