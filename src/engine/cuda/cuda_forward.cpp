@@ -130,7 +130,7 @@ void CudaRunner::time_linear_kernels() {
     return best_ms_per_call(stream_, 10, call);
   };
   struct Shape {
-    const bf16* DeviceLayerWeights::*weight;  // null: the lm_head (the GEMV only)
+    const bf16* DeviceLayerWeights::*weight;  // null: the lm_head
     int n, k;
     void* out;      // holds the GEMV's most_rows x n floats, or the skinny GEMM's partials
     int most_rows;  // the lm_head runs on sampled rows only: at most max_seqs_per_step
@@ -147,8 +147,12 @@ void CudaRunner::time_linear_kernels() {
   for (int m = 1; m <= most_tokens; ++m) {
     const bool by_skinny = skinny(m);
     if (by_skinny && m > kernels.skinny_gemm_max_tokens) continue;
+    // The lm_head's logits are one matrix: the skinny GEMM takes it only unsplit.
+    auto skinny_takes = [&](const Shape& s) {
+      return skinny_gemm_supports(m, s.k) && (s.weight || skinny_gemm_splits(s.n, s.k) == 1);
+    };
     for (const Shape& s : shapes) {
-      if (m > s.most_rows || (by_skinny && (!s.weight || !skinny_gemm_supports(m, s.k)))) continue;
+      if (m > s.most_rows || (by_skinny && !skinny_takes(s))) continue;
       auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
       auto streaming = [&] {
         return time_ms([&](int i) {

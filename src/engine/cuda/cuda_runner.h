@@ -203,8 +203,9 @@ class CudaRunner final : public ModelRunner {
   // buckets, powers of two and max_tokens_per_step rows, and keeps the fastest (gemm.h).
   void tune_linear_layers();
   // Times the weight-streaming kernels against cuBLASLt once for every linear shape of the model
-  // (the lm_head: the GEMV only) and every token count they take, on the layers' distinct
-  // weights; fills streaming_wins_ (every entry true without options_.time_linear_choices).
+  // (the lm_head: the skinny GEMM only where it leaves one partial) and every token count they
+  // take, on the layers' distinct weights; fills streaming_wins_ (every entry true without
+  // options_.time_linear_choices).
   void time_linear_kernels();
   // The attention parameters every layer of a step shares, writing `out` (cuda_forward.cpp).
   AttentionParams step_attention(const StepShape& shape, const StepArrays& arrays, bf16* out);
