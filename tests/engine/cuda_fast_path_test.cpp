@@ -25,7 +25,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "engine/cuda/attention.h"
@@ -127,21 +126,25 @@ TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
   check_gemv(2558, 1000, 9);  // five rows per block at m = 1 on 132 SMs, the last block short
 }
 
-// The fused gate|up GEMV (launch_gemv_silu_mul) against cuBLASLt's fp32 gate|up product with
-// silu(gate) * up taken on the host.
-void check_gemv_silu_mul(int n, int k, uint32_t seed) {
+// A fused gate|up + SiLU*mul launcher (the GEMV's or the skinny GEMM's) against cuBLASLt's fp32
+// gate|up product with silu(gate) * up taken on the host, at each of `token_counts`.
+using SiluMulLauncher = void (*)(const bf16*, const bf16*, bf16*, int, int, int, cudaStream_t,
+                                 bool);
+void check_silu_mul(SiluMulLauncher launch, const std::vector<int>& token_counts, int n, int k,
+                    uint32_t seed) {
+  const int most = *std::max_element(token_counts.begin(), token_counts.end());
   std::mt19937 rng(seed);
   CublasLtGemm gemm;
   std::vector<uint16_t> w = random_bf16(size_t(2 * n) * k, rng, 0.05f);
-  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
+  std::vector<uint16_t> x = random_bf16(size_t(most) * k, rng, 1.0f);
   DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
-  DeviceBuffer gate_up(size_t(kGemvMaxTokens) * 2 * n * 4, "reference");
-  DeviceBuffer y(size_t(kGemvMaxTokens) * n * 2 + 16, "gemv");
-  for (int m = 1; m <= kGemvMaxTokens; ++m) {
+  DeviceBuffer gate_up(size_t(most) * 2 * n * 4, "reference");
+  DeviceBuffer y(size_t(most) * n * 2 + 16, "fused");
+  for (int m : token_counts) {
     const size_t count = size_t(m) * n;
     GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
     gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
-    launch_gemv_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr);
+    launch(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr, false);
     GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
     std::vector<float> want(count);
@@ -155,13 +158,24 @@ void check_gemv_silu_mul(int n, int k, uint32_t seed) {
     EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
     raw.resize(count);
     EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
-        << "gemv silu*mul m=" << m << " n=" << n << " k=" << k;
+        << "silu*mul m=" << m << " n=" << n << " k=" << k;
   }
 }
 
+void launch_gemv_silu_mul_plainly(const bf16* x, const bf16* w, bf16* y, int m, int n, int k,
+                                  cudaStream_t stream, bool overlap) {
+  launch_gemv_silu_mul(x, w, y, m, n, k, stream, overlap);  // no GemvNorm taken
+}
+
+std::vector<int> gemv_token_counts() {
+  std::vector<int> counts(kGemvMaxTokens);
+  std::iota(counts.begin(), counts.end(), 1);
+  return counts;
+}
+
 TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
-  check_gemv_silu_mul(9728, 2560, 7);  // Qwen3-4B gate|up
-  check_gemv_silu_mul(1001, 776, 8);   // odd features and chunks
+  check_silu_mul(launch_gemv_silu_mul_plainly, gemv_token_counts(), 9728, 2560, 7);  // gate|up
+  check_silu_mul(launch_gemv_silu_mul_plainly, gemv_token_counts(), 1001, 776, 8);   // odd sizes
 }
 
 // --- Skinny GEMM ---------------------------------------------------------------------------
@@ -213,35 +227,9 @@ TEST(CudaFastPathSkinny, MatchesCublasOnOddShapes) {
 }
 
 TEST(CudaFastPathSkinny, FusedSiluMulMatchesCublas) {
-  for (auto [n, k, seed] : {std::tuple{9728, 2560, 28u}, std::tuple{1001, 800, 29u}}) {
-    std::mt19937 rng(seed);
-    CublasLtGemm gemm;
-    std::vector<uint16_t> w = random_bf16(size_t(2 * n) * k, rng, 0.05f);
-    std::vector<uint16_t> x = random_bf16(size_t(kSkinnyMaxTokens) * k, rng, 1.0f);
-    DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
-    DeviceBuffer gate_up(size_t(kSkinnyMaxTokens) * 2 * n * 4, "reference");
-    DeviceBuffer y(size_t(kSkinnyMaxTokens) * n * 2 + 16, "skinny");
-    for (int m : kSkinnyTokenCounts) {
-      const size_t count = size_t(m) * n;
-      GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
-      gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
-      launch_skinny_gemm_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr);
-      GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
-      std::vector<float> want(count);
-      for (int t = 0; t < m; ++t) {
-        for (int i = 0; i < n; ++i) {
-          float gate = products[size_t(t) * 2 * n + i], up = products[size_t(t) * 2 * n + n + i];
-          want[size_t(t) * n + i] = gate / (1.0f + std::exp(-gate)) * up;
-        }
-      }
-      std::vector<uint16_t> raw = download<uint16_t>(y, count + 1);
-      EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
-      raw.resize(count);
-      EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
-          << "skinny silu*mul m=" << m << " n=" << n << " k=" << k;
-    }
-  }
+  const std::vector<int> counts(std::begin(kSkinnyTokenCounts), std::end(kSkinnyTokenCounts));
+  check_silu_mul(launch_skinny_gemm_silu_mul, counts, 9728, 2560, 28);  // Qwen3-4B gate|up
+  check_silu_mul(launch_skinny_gemm_silu_mul, counts, 1001, 800, 29);   // odd features
 }
 
 std::vector<float> random_floats(size_t count, std::mt19937& rng, float stddev) {
