@@ -76,14 +76,23 @@ std::vector<float> bf16_to_floats(const std::vector<uint16_t>& bits) {
   return out;
 }
 
+// A linear layer's random operands on the device: bf16 weights [rows][k] (stddev 0.05) and
+// activations [tokens][k] (stddev 1), drawn in that order from `seed`.
+struct LinearOperands {
+  DeviceBuffer w, x;
+};
+LinearOperands random_linear_operands(int rows, int k, int tokens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint16_t> w = random_bf16(size_t(rows) * k, rng, 0.05f);
+  std::vector<uint16_t> x = random_bf16(size_t(tokens) * k, rng, 1.0f);
+  return {upload(w.data(), w.size() * 2), upload(x.data(), x.size() * 2)};
+}
+
 // --- GEMV ---------------------------------------------------------------------------------
 
 void check_gemv(int n, int k, uint32_t seed) {
-  std::mt19937 rng(seed);
   CublasLtGemm gemm;
-  std::vector<uint16_t> w = random_bf16(size_t(n) * k, rng, 0.05f);
-  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
-  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  auto [dw, dx] = random_linear_operands(n, k, kGemvMaxTokens, seed);
   DeviceBuffer y_ref(size_t(kGemvMaxTokens) * n * 4, "reference"), y(size_t(kGemvMaxTokens) * n * 4, "gemv");
   for (int m = 1; m <= kGemvMaxTokens; ++m) {
     for (bool y_bf16 : {false, true}) {
@@ -133,11 +142,8 @@ using SiluMulLauncher = void (*)(const bf16*, const bf16*, bf16*, int, int, int,
 void check_silu_mul(SiluMulLauncher launch, const std::vector<int>& token_counts, int n, int k,
                     uint32_t seed) {
   const int most = *std::max_element(token_counts.begin(), token_counts.end());
-  std::mt19937 rng(seed);
   CublasLtGemm gemm;
-  std::vector<uint16_t> w = random_bf16(size_t(2 * n) * k, rng, 0.05f);
-  std::vector<uint16_t> x = random_bf16(size_t(most) * k, rng, 1.0f);
-  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  auto [dw, dx] = random_linear_operands(2 * n, k, most, seed);
   DeviceBuffer gate_up(size_t(most) * 2 * n * 4, "reference");
   DeviceBuffer y(size_t(most) * n * 2 + 16, "fused");
   for (int m : token_counts) {
@@ -185,11 +191,8 @@ constexpr int kSkinnyTokenCounts[] = {1, 5, 8, 9, 16, 17, 24, 31, 32};
 // launch_skinny_gemm's partials, summed on the host, against cuBLASLt's fp32 product. The whole
 // partial area is poisoned first: an unwritten partial makes its sum NaN.
 void check_skinny(int n, int k, uint32_t seed) {
-  std::mt19937 rng(seed);
   CublasLtGemm gemm;
-  std::vector<uint16_t> w = random_bf16(size_t(n) * k, rng, 0.05f);
-  std::vector<uint16_t> x = random_bf16(size_t(kSkinnyMaxTokens) * k, rng, 1.0f);
-  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  auto [dw, dx] = random_linear_operands(n, k, kSkinnyMaxTokens, seed);
   const int splits = skinny_gemm_splits(n, k);
   const size_t most = size_t(splits) * kSkinnyMaxTokens * n;
   DeviceBuffer y_ref(size_t(kSkinnyMaxTokens) * n * 4, "reference"), y(most * 4 + 16, "skinny");

@@ -123,8 +123,9 @@ int steps_per_split(int n, int k, bool silu) {
   return (steps + splits - 1) / splits;
 }
 
+// Launches the kernel; returns its k splits (the partials written).
 template <bool kSilu>
-void launch(const char* name, const bf16* x, const bf16* w, void* y, int m, int n, int k,
+int launch(const char* name, const bf16* x, const bf16* w, void* y, int m, int n, int k,
             cudaStream_t stream, bool overlap) {
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (!skinny_gemm_supports(m, k) || n < 1 || misaligned(x) || misaligned(w) || misaligned(y)) {
@@ -151,6 +152,7 @@ void launch(const char* name, const bf16* x, const bf16* w, void* y, int m, int 
       break;
   }
   GPUFRAC_LAUNCH_CHECK();
+  return int(grid.y);
 }
 
 }  // namespace
@@ -167,8 +169,8 @@ int skinny_gemm_splits(int n, int k) {
 
 GemmOutput launch_skinny_gemm(const bf16* x, const bf16* w, float* partials, int m, int n, int k,
                               cudaStream_t stream, bool overlap) {
-  launch<false>("launch_skinny_gemm", x, w, partials, m, n, k, stream, overlap);
-  return {partials, false, skinny_gemm_splits(n, k), int64_t(m) * n};
+  const int splits = launch<false>("launch_skinny_gemm", x, w, partials, m, n, k, stream, overlap);
+  return {partials, false, splits, int64_t(m) * n};
 }
 
 void launch_skinny_gemm_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
