@@ -7,9 +7,12 @@
 // one serving step (decodes beside a prompt chunk, as gpufrac serve mixes them). Every decode
 // and prefill point runs once per kernel variant (--variants: the fast paths against the simple
 // kernels, as ratios in the same run), the GEMV and skinny GEMM against cuBLASLt per shape, and
-// per-stage breakdowns of eager steps (events between the stages). Prints tables last and writes
-// every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU machine.
+// per-stage breakdowns of eager steps (events between the stages, inside NVTX ranges named
+// "decode b<batch>", "prefill" and "mixed step", for ncu's --nvtx-include). Prints tables last
+// and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU
+// machine.
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <chrono>
@@ -133,6 +136,18 @@ double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& w
 struct Sequences {
   std::vector<std::vector<int32_t>> tokens, tables;
 };
+
+// runner.profile_forward(batch) inside the NVTX range `range` (a push/pop range of this thread),
+// so that a profiler can take the kernels of that eager step and no other:
+// tests/gpu/engine/ncu_profile.sh's --nvtx-include "decode b32/".
+std::vector<std::pair<std::string, double>> profile_in_range(CudaRunner& runner,
+                                                             const StepBatch& batch,
+                                                             const std::string& range) {
+  nvtxRangePushA(range.c_str());
+  auto stages = runner.profile_forward(batch);
+  nvtxRangePop();
+  return stages;
+}
 
 // A per-stage profile (CudaRunner::profile_forward) as [{"stage", "ms"}].
 Json stages_json(const std::vector<std::pair<std::string, double>>& stages) {
@@ -491,7 +506,8 @@ int bench_main(int argc, char** argv) {
       if (vi == 0 && std::find(profile_batches.begin(), profile_batches.end(), batches[bi]) !=
                          profile_batches.end()) {
         runner.profile_forward(decode_batches[bi]);  // warm-up
-        auto stages = runner.profile_forward(decode_batches[bi]);
+        auto stages =
+            profile_in_range(runner, decode_batches[bi], "decode b" + std::to_string(batches[bi]));
         profiles.push_back(
             {{"batch", batches[bi]}, {"context", context}, {"stages", stages_json(stages)}});
         profile_tables.push_back(stages);
@@ -505,7 +521,7 @@ int bench_main(int argc, char** argv) {
     }
     if (vi == 0) {
       auto [isolated, isolated_wall] = time_forward(runner, prefill_batch, kPrefillIdleMs);
-      prefill_stages = runner.profile_forward(prefill_batch);
+      prefill_stages = profile_in_range(runner, prefill_batch, "prefill");
       out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
       out["prefill"] = {{"tokens", prefill},
                         {"gpu_ms", pg.median},
@@ -523,7 +539,7 @@ int bench_main(int argc, char** argv) {
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
       if (!mixed.empty()) {
-        mixed_stages = runner.profile_forward(mixed_batch);
+        mixed_stages = profile_in_range(runner, mixed_batch, "mixed step");
         const Json& timed = mixed_variants[variant.name];
         out["mixed_step"] = {{"decodes", mixed[0]},
                              {"context", context},

@@ -27,13 +27,16 @@ profile() {
     "${ncu_args[@]}" "${sections[@]}" "$bench" --model qwen3-4b --iterations 2 "$@" \
     > "$out/$file"
 }
-profile flash_hopper_kernel ncu-flash-hopper.txt -- \
+# Each kernel is taken from one of the bench's per-stage eager steps (its NVTX range: "prefill",
+# "decode b<batch>"): the runner's start-up runs steps of its own (graph captures, the GEMV's
+# timing) at short contexts, which a launch count cannot tell apart.
+profile flash_hopper_kernel ncu-flash-hopper.txt --nvtx --nvtx-include "prefill/" -- \
   --batches 1 --context 256 --prefill 2048 --variants fast --profile-batches 1
-profile flash_prefill_kernelILi128E ncu-flash-mma.txt -- \
+profile flash_prefill_kernelILi128E ncu-flash-mma.txt --nvtx --nvtx-include "prefill/" -- \
   --batches 1 --context 256 --prefill 2048 --variants mma-flash --profile-batches 1
-profile decode_attention_kernelILi128E ncu-decode-attention.txt --launch-skip 300 -- \
+profile decode_attention_kernelILi128E ncu-decode-attention.txt --nvtx --nvtx-include "decode b32/" -- \
   --batches 32 --context 2048 --prefill 256 --variants fast --profile-batches 32
-profile gemv_kernelILi1ELb0E ncu-gemv.txt --launch-skip 300 -- \
+profile gemv_kernelILi1ELb0E ncu-gemv.txt --nvtx --nvtx-include "decode b1/" -- \
   --batches 1 --context 2048 --prefill 256 --variants fast --profile-batches 1
 echo "ncu_profile: wrote ncu-flash-hopper.txt, ncu-flash-mma.txt, ncu-decode-attention.txt and" \
   "ncu-gemv.txt in $out"
