@@ -13,7 +13,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBlockRows = kWarps * 16;  // weight rows of a block (the SiLU form: half gate)
 constexpr int kStepK = 32;               // k per step: one 16-byte load per row and lane
-constexpr int kDepth = 8;                // steps of weights in flight per thread
+constexpr int kDepth = 8;                // steps of weights per batch of loads per thread
 constexpr int kBlocksPerSm = 2;          // the grid the k slices aim for, per SM
 
 struct SkinnyArgs {
@@ -51,14 +51,20 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
   const int first = blockIdx.y * a.steps_per_split;
   const int steps = min(a.steps_per_split, k / kStepK - first);
 
+  // Weights in batches of kDepth steps: a batch's loads are all issued, then all consumed, then
+  // the next batch's issued. (Reloading each step's registers as soon as they are consumed kept
+  // about one step in flight, not kDepth: NOTES.md, version 16.) x runs one step ahead.
   uint4 lo[kDepth], hi[kDepth];
+  auto load_batch = [&](int base) {
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d) {
-    if (d < steps) {
-      lo[d] = load_streaming(w_lo + (first + d) * 4);
-      hi[d] = load_streaming(w_hi + (first + d) * 4);
+    for (int d = 0; d < kDepth; ++d) {
+      if (base + d < steps) {
+        lo[d] = load_streaming(w_lo + (first + base + d) * 4);
+        hi[d] = load_streaming(w_hi + (first + base + d) * 4);
+      }
     }
-  }
+  };
+  load_batch(0);
   wait_for_previous_grid();
   allow_next_grid_launch();
 
@@ -67,27 +73,30 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
   for (int j = 0; j < kTiles; ++j) {
     x_rows[j] = reinterpret_cast<const uint4*>(a.x) + int64_t(min(8 * j + g, a.m - 1)) * chunks + t;
   }
+  uint4 xv[kTiles], x_next[kTiles];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) xv[j] = __ldg(x_rows[j] + first * 4);
   float acc[kTiles][4] = {};
   for (int base = 0; base < steps; base += kDepth) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
       const int step = base + d;
       if (step < steps) {
-        const int chunk = (first + step) * 4;
+        if (step + 1 < steps) {
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j) x_next[j] = __ldg(x_rows[j] + (first + step + 1) * 4);
+        }
         const uint32_t a0[4] = {lo[d].x, hi[d].x, lo[d].y, hi[d].y};
         const uint32_t a1[4] = {lo[d].z, hi[d].z, lo[d].w, hi[d].w};
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
-          const uint4 xv = __ldg(x_rows[j] + chunk);
-          mma_bf16_16816(acc[j], a0, xv.x, xv.y);
-          mma_bf16_16816(acc[j], a1, xv.z, xv.w);
-        }
-        if (step + kDepth < steps) {
-          lo[d] = load_streaming(w_lo + chunk + kDepth * 4);
-          hi[d] = load_streaming(w_hi + chunk + kDepth * 4);
+          mma_bf16_16816(acc[j], a0, xv[j].x, xv[j].y);
+          mma_bf16_16816(acc[j], a1, xv[j].z, xv[j].w);
+          xv[j] = x_next[j];
         }
       }
     }
+    if (base + kDepth < steps) load_batch(base + kDepth);
   }
 
   // acc[j]: c0, c1 row g (lo) tokens 8 j + 2 t, + 1; c2, c3 row g + 8 (hi, or up) the same.

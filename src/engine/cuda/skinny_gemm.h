@@ -5,7 +5,7 @@
 // A block of 4 warps takes 64 weight rows (16 per warp: the M of mma.sync m16n8k16, the tokens
 // its N in tiles of 8) over one k slice: the slices split k so that the grid holds about two
 // blocks per SM the process may use. Each thread loads its weights straight into registers
-// (16-byte streaming loads, 8 steps of 32 k in flight, the first requested before waiting for
+// (16-byte streaming loads, batches of 8 steps of 32 k, the first requested before waiting for
 // the previous kernel), so a block needs no shared memory and fits beside its neighbours; x is
 // read through L1, which the block's warps share. Each thread's 16 bytes of a row and of a token
 // are the same 8 k, so both fragments come straight from the loads (k permuted alike inside
