@@ -82,7 +82,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
     for (int d = 0; d < kDepth; ++d) {
       const int step = base + d;
       if (step < steps) {
-        if (step + 1 < steps) {
+        const bool more = step + 1 < steps;
+        if (more) {
 #pragma unroll
           for (int j = 0; j < kTiles; ++j) x_next[j] = __ldg(x_rows[j] + (first + step + 1) * 4);
         }
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
         for (int j = 0; j < kTiles; ++j) {
           mma_bf16_16816(acc[j], a0, xv[j].x, xv[j].y);
           mma_bf16_16816(acc[j], a1, xv[j].z, xv[j].w);
-          xv[j] = x_next[j];
+          if (more) xv[j] = x_next[j];
         }
       }
     }
