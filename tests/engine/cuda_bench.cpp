@@ -95,19 +95,26 @@ double measure_copy_bandwidth(cudaStream_t stream) {
   return 2.0 * double(bytes) / (summarize(ms).median * 1e-3);
 }
 
+// "d8b2": a skinny GEMM form by its steps per batch and blocks per SM.
+std::string form_name(const SkinnyForm& form) {
+  return "d" + std::to_string(form.steps_per_batch) + "b" + std::to_string(form.blocks_per_sm);
+}
+
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
 // graph; returns the median time per call in ms.
-// `kernel`: cuBLASLt, the GEMV (gemv.h) or the skinny GEMM (skinny_gemm.h: fp32 partials).
+// `kernel`: cuBLASLt, the GEMV (gemv.h) or the skinny GEMM (skinny_gemm.h: fp32 partials) in
+// `form`.
 enum class LinearKernel { cublas, gemv, skinny };
 double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
                            const bf16* x, void* y, bool y_bf16, int m, int n, int k,
                            cudaStream_t stream, int repeats,
-                           LinearKernel kernel = LinearKernel::cublas) {
+                           LinearKernel kernel = LinearKernel::cublas,
+                           const SkinnyForm& form = {}) {
   auto run = [&](const bf16* w) {
     if (kernel == LinearKernel::gemv) {
       launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, stream);
     } else if (kernel == LinearKernel::skinny) {
-      launch_skinny_gemm(x, w, static_cast<float*>(y), m, n, k, stream);
+      launch_skinny_gemm(x, w, static_cast<float*>(y), m, n, k, stream, false, form);
     } else {
       gemm.run(x, w, y, y_bf16, m, n, k, stream);
     }
@@ -396,8 +403,12 @@ int bench_main(int argc, char** argv) {
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
       }
       if (m >= 4 && skinny_gemm_supports(m, s.k)) {
-        double skinny_ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k,
-                                               stream, 20, LinearKernel::skinny);
+        for (const SkinnyForm& form : kSkinnyFormsCompared) {
+          row["skinny_forms"][form_name(form)] =
+              time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20,
+                                  LinearKernel::skinny, form);
+        }
+        const double skinny_ms = row["skinny_forms"][form_name(SkinnyForm{})].get<double>();
         row["skinny_ms"] = skinny_ms;
         row["skinny_bytes_per_s"] = bytes / (skinny_ms * 1e-3);
       }
@@ -583,6 +594,21 @@ int bench_main(int argc, char** argv) {
     std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10s %-12s %-10.4f\n",
                 r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv, gemv_ratio,
                 skinny, skinny_ratio, r["floor_ms"].get<double>());
+  }
+  std::printf("\nskinny GEMM forms / cuBLASLt (d: steps per batch, b: blocks per SM aimed at)\n");
+  std::printf("%-8s %-5s", "shape", "m");
+  for (const SkinnyForm& form : kSkinnyFormsCompared) {
+    std::printf(" %-6s", form_name(form).c_str());
+  }
+  std::printf("\n");
+  for (const Json& r : gemm_rows) {
+    if (!r.contains("skinny_forms")) continue;
+    std::printf("%-8s %-5d", r["shape"].get<std::string>().c_str(), r["m"].get<int>());
+    for (const SkinnyForm& form : kSkinnyFormsCompared) {
+      std::printf(" %-6.2f", r["skinny_forms"][form_name(form)].get<double>() /
+                                 r["cublaslt_ms"].get<double>());
+    }
+    std::printf("\n");
   }
   for (size_t i = 0; i < profile_tables.size(); ++i) {
     double total = 0;

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -136,11 +137,11 @@ TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
 }
 
 // A fused gate|up + SiLU*mul launcher (the GEMV's or the skinny GEMM's) against cuBLASLt's fp32
-// gate|up product with silu(gate) * up taken on the host, at each of `token_counts`.
-using SiluMulLauncher = void (*)(const bf16*, const bf16*, bf16*, int, int, int, cudaStream_t,
-                                 bool);
-void check_silu_mul(SiluMulLauncher launch, const std::vector<int>& token_counts, int n, int k,
-                    uint32_t seed) {
+// gate|up product with silu(gate) * up taken on the host, at each of `token_counts`;
+// launch(x, w_gate_up, y, m, n, k) runs on the default stream.
+using SiluMulLauncher = std::function<void(const bf16*, const bf16*, bf16*, int, int, int)>;
+void check_silu_mul(const SiluMulLauncher& launch, const std::vector<int>& token_counts, int n,
+                    int k, uint32_t seed) {
   const int most = *std::max_element(token_counts.begin(), token_counts.end());
   CublasLtGemm gemm;
   auto [dw, dx] = random_linear_operands(2 * n, k, most, seed);
@@ -150,7 +151,7 @@ void check_silu_mul(SiluMulLauncher launch, const std::vector<int>& token_counts
     const size_t count = size_t(m) * n;
     GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
     gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
-    launch(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr, false);
+    launch(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k);
     GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
     std::vector<float> want(count);
@@ -168,9 +169,8 @@ void check_silu_mul(SiluMulLauncher launch, const std::vector<int>& token_counts
   }
 }
 
-void launch_gemv_silu_mul_plainly(const bf16* x, const bf16* w, bf16* y, int m, int n, int k,
-                                  cudaStream_t stream, bool overlap) {
-  launch_gemv_silu_mul(x, w, y, m, n, k, stream, overlap);  // no GemvNorm taken
+void launch_gemv_silu_mul_plainly(const bf16* x, const bf16* w, bf16* y, int m, int n, int k) {
+  launch_gemv_silu_mul(x, w, y, m, n, k, nullptr);  // no GemvNorm taken
 }
 
 std::vector<int> gemv_token_counts() {
@@ -188,20 +188,20 @@ TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
 
 constexpr int kSkinnyTokenCounts[] = {1, 5, 8, 9, 16, 17, 24, 31, 32};
 
-// launch_skinny_gemm's partials, summed on the host, against cuBLASLt's fp32 product. The whole
-// partial area is poisoned first: an unwritten partial makes its sum NaN.
-void check_skinny(int n, int k, uint32_t seed) {
+// launch_skinny_gemm's partials in `form`, summed on the host, against cuBLASLt's fp32 product.
+// The whole partial area is poisoned first: an unwritten partial makes its sum NaN.
+void check_skinny_form(int n, int k, uint32_t seed, const SkinnyForm& form) {
   CublasLtGemm gemm;
   auto [dw, dx] = random_linear_operands(n, k, kSkinnyMaxTokens, seed);
-  const int splits = skinny_gemm_splits(n, k);
+  const int splits = skinny_gemm_splits(n, k, form);
   const size_t most = size_t(splits) * kSkinnyMaxTokens * n;
   DeviceBuffer y_ref(size_t(kSkinnyMaxTokens) * n * 4, "reference"), y(most * 4 + 16, "skinny");
   for (int m : kSkinnyTokenCounts) {
     const size_t count = size_t(m) * n;
     GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
     gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), false, m, n, k, nullptr);
-    GemmOutput out =
-        launch_skinny_gemm(dx.as<bf16>(), dw.as<bf16>(), y.as<float>(), m, n, k, nullptr);
+    GemmOutput out = launch_skinny_gemm(dx.as<bf16>(), dw.as<bf16>(), y.as<float>(), m, n, k,
+                                        nullptr, false, form);
     GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
     ASSERT_EQ(out.parts, splits);
     ASSERT_EQ(out.part_stride, int64_t(count));
@@ -212,8 +212,14 @@ void check_skinny(int n, int k, uint32_t seed) {
       for (size_t i = 0; i < count; ++i) got[i] += parts[p * count + i];
     }
     EXPECT_LT(relative_error(got, download<float>(y_ref, count)), 1e-4)
-        << "skinny m=" << m << " n=" << n << " k=" << k << " splits=" << splits;
+        << "skinny m=" << m << " n=" << n << " k=" << k << " splits=" << splits << " form d"
+        << form.steps_per_batch << "b" << form.blocks_per_sm;
   }
+}
+
+// check_skinny_form for every form gpufrac_cuda_bench compares.
+void check_skinny(int n, int k, uint32_t seed) {
+  for (const SkinnyForm& form : kSkinnyFormsCompared) check_skinny_form(n, k, seed, form);
 }
 
 TEST(CudaFastPathSkinny, MatchesCublasOnQwen3Shapes) {
@@ -224,15 +230,20 @@ TEST(CudaFastPathSkinny, MatchesCublasOnQwen3Shapes) {
 
 TEST(CudaFastPathSkinny, MatchesCublasOnOddShapes) {
   check_skinny(1003, 2560, 24);  // rows not a multiple of the block's 64
-  check_skinny(37, 64, 25);      // two steps of k, fewer than the loads in flight
+  check_skinny(37, 64, 25);      // two steps of k, fewer than a batch of them
   check_skinny(130, 800, 26);    // k slices of unequal length
   check_skinny(2558, 992, 27);
 }
 
 TEST(CudaFastPathSkinny, FusedSiluMulMatchesCublas) {
   const std::vector<int> counts(std::begin(kSkinnyTokenCounts), std::end(kSkinnyTokenCounts));
-  check_silu_mul(launch_skinny_gemm_silu_mul, counts, 9728, 2560, 28);  // Qwen3-4B gate|up
-  check_silu_mul(launch_skinny_gemm_silu_mul, counts, 1001, 800, 29);   // odd features
+  for (const SkinnyForm& form : kSkinnyFormsCompared) {
+    auto launch = [form](const bf16* x, const bf16* w, bf16* y, int m, int n, int k) {
+      launch_skinny_gemm_silu_mul(x, w, y, m, n, k, nullptr, false, form);
+    };
+    check_silu_mul(launch, counts, 9728, 2560, 28);  // Qwen3-4B gate|up
+    check_silu_mul(launch, counts, 1001, 800, 29);   // odd features
+  }
 }
 
 std::vector<float> random_floats(size_t count, std::mt19937& rng, float stddev) {

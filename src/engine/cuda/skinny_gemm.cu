@@ -13,8 +13,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBlockRows = kWarps * 16;  // weight rows of a block (the SiLU form: half gate)
 constexpr int kStepK = 32;               // k per step: one 16-byte load per row and lane
-constexpr int kDepth = 8;                // steps of weights per batch of loads per thread
-constexpr int kBlocksPerSm = 2;          // the grid the k slices aim for, per SM
 
 struct SkinnyArgs {
   const bf16* x;
@@ -32,7 +30,7 @@ struct SkinnyArgs {
 // fragment's k = 2t, 2t + 1 and 2t + 8, 2t + 9, the second MMA pairs 2 and 3 (A and B permuted
 // alike, so the sum is the dot product). Rows past n and tokens past m are clamped to the last
 // (loads stay in bounds) and not stored.
-template <int kTiles, bool kSilu>
+template <int kTiles, bool kSilu, int kDepth>
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n = a.n, k = a.k, chunks = k / 8;
@@ -51,9 +49,10 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
   const int first = blockIdx.y * a.steps_per_split;
   const int steps = min(a.steps_per_split, k / kStepK - first);
 
-  // Weights in batches of kDepth steps: a batch's loads are all issued, then all consumed, then
-  // the next batch's issued. (Reloading each step's registers as soon as they are consumed kept
-  // about one step in flight, not kDepth: NOTES.md, version 16.) x runs one step ahead.
+  // Weights in batches of kDepth steps (SkinnyForm::steps_per_batch): a batch's loads are all
+  // issued, then all consumed, then the next batch's issued. (Reloading each step's registers
+  // as soon as they are consumed kept about one step in flight, not kDepth: NOTES.md, version
+  // 16.) x runs one step ahead.
   uint4 lo[kDepth], hi[kDepth];
   auto load_batch = [&](int base) {
 #pragma unroll
@@ -123,43 +122,49 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyArgs a) {
 }
 
 // Steps of kStepK per split for an (n, k) layer: splits enough that the row tiles times the
-// splits reach kBlocksPerSm blocks per SM, each split at least kDepth steps.
-int steps_per_split(int n, int k, bool silu) {
+// splits reach form.blocks_per_sm blocks per SM, each split at least one batch of steps.
+int steps_per_split(int n, int k, bool silu, const SkinnyForm& form) {
   const int steps = k / kStepK;
   if (silu) return steps;
   const int tiles = (n + kBlockRows - 1) / kBlockRows;
-  const int wanted = (kBlocksPerSm * device_sms() + tiles - 1) / tiles;
-  const int splits = std::clamp(wanted, 1, std::max(1, steps / kDepth));
+  const int wanted = (form.blocks_per_sm * device_sms() + tiles - 1) / tiles;
+  const int splits = std::clamp(wanted, 1, std::max(1, steps / form.steps_per_batch));
   return (steps + splits - 1) / splits;
+}
+
+template <bool kSilu, int kDepth>
+void launch_depth(int m, dim3 grid, cudaStream_t stream, bool overlap, const SkinnyArgs& args) {
+  const int tiles = (m + 7) / 8;  // of 8 tokens
+  auto kernel = tiles == 1   ? skinny_gemm_kernel<1, kSilu, kDepth>
+                : tiles == 2 ? skinny_gemm_kernel<2, kSilu, kDepth>
+                : tiles == 3 ? skinny_gemm_kernel<3, kSilu, kDepth>
+                             : skinny_gemm_kernel<4, kSilu, kDepth>;
+  launch_kernel(kernel, grid, dim3(kThreads), 0, stream, overlap, args);
 }
 
 // Launches the kernel; returns its k splits (the partials written).
 template <bool kSilu>
 int launch(const char* name, const bf16* x, const bf16* w, void* y, int m, int n, int k,
-            cudaStream_t stream, bool overlap) {
+           cudaStream_t stream, bool overlap, const SkinnyForm& form) {
   auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (!skinny_gemm_supports(m, k) || n < 1 || misaligned(x) || misaligned(w) || misaligned(y)) {
     throw_cuda_failure(name, __FILE__, __LINE__,
                        "needs 1..32 tokens, k a multiple of 32 and 16-byte aligned pointers");
   }
-  const int per_split = steps_per_split(n, k, kSilu);
+  if ((form.steps_per_batch != 4 && form.steps_per_batch != 8) || form.blocks_per_sm < 1 ||
+      form.blocks_per_sm > 4) {
+    throw_cuda_failure(name, __FILE__, __LINE__,
+                       "SkinnyForm: steps_per_batch 4 or 8, blocks_per_sm 1 to 4");
+  }
+  const int per_split = steps_per_split(n, k, kSilu, form);
   const int rows_per_tile = kSilu ? kBlockRows / 2 : kBlockRows;
   const dim3 grid(unsigned((n + rows_per_tile - 1) / rows_per_tile),
                   unsigned((k / kStepK + per_split - 1) / per_split));
   const SkinnyArgs args{x, w, y, m, n, k, per_split};
-  switch ((m + 7) / 8) {
-    case 1:
-      launch_kernel(skinny_gemm_kernel<1, kSilu>, grid, dim3(kThreads), 0, stream, overlap, args);
-      break;
-    case 2:
-      launch_kernel(skinny_gemm_kernel<2, kSilu>, grid, dim3(kThreads), 0, stream, overlap, args);
-      break;
-    case 3:
-      launch_kernel(skinny_gemm_kernel<3, kSilu>, grid, dim3(kThreads), 0, stream, overlap, args);
-      break;
-    default:
-      launch_kernel(skinny_gemm_kernel<4, kSilu>, grid, dim3(kThreads), 0, stream, overlap, args);
-      break;
+  if (form.steps_per_batch == 4) {
+    launch_depth<kSilu, 4>(m, grid, stream, overlap, args);
+  } else {
+    launch_depth<kSilu, 8>(m, grid, stream, overlap, args);
   }
   GPUFRAC_LAUNCH_CHECK();
   return int(grid.y);
@@ -171,21 +176,22 @@ bool skinny_gemm_supports(int m, int k) {
   return m >= 1 && m <= kSkinnyMaxTokens && k >= kStepK && k % kStepK == 0;
 }
 
-int skinny_gemm_splits(int n, int k) {
+int skinny_gemm_splits(int n, int k, const SkinnyForm& form) {
   if (!skinny_gemm_supports(1, k)) return 1;
-  const int per_split = steps_per_split(n, k, false);
+  const int per_split = steps_per_split(n, k, false, form);
   return (k / kStepK + per_split - 1) / per_split;
 }
 
 GemmOutput launch_skinny_gemm(const bf16* x, const bf16* w, float* partials, int m, int n, int k,
-                              cudaStream_t stream, bool overlap) {
-  const int splits = launch<false>("launch_skinny_gemm", x, w, partials, m, n, k, stream, overlap);
+                              cudaStream_t stream, bool overlap, const SkinnyForm& form) {
+  const int splits =
+      launch<false>("launch_skinny_gemm", x, w, partials, m, n, k, stream, overlap, form);
   return {partials, false, splits, int64_t(m) * n};
 }
 
 void launch_skinny_gemm_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                                 cudaStream_t stream, bool overlap) {
-  launch<true>("launch_skinny_gemm_silu_mul", x, w_gate_up, y, m, n, k, stream, overlap);
+                                 cudaStream_t stream, bool overlap, const SkinnyForm& form) {
+  launch<true>("launch_skinny_gemm_silu_mul", x, w_gate_up, y, m, n, k, stream, overlap, form);
 }
 
 }  // namespace gpufrac::engine

@@ -3,13 +3,13 @@
 // y[m][n] = x[m][k] W[n][k]^T, bf16 x and W (row-major, as gemm.h), fp32 accumulation.
 //
 // A block of 4 warps takes 64 weight rows (16 per warp: the M of mma.sync m16n8k16, the tokens
-// its N in tiles of 8) over one k slice: the slices split k so that the grid holds about two
-// blocks per SM the process may use. Each thread loads its weights straight into registers
-// (16-byte streaming loads, batches of 8 steps of 32 k, the first requested before waiting for
-// the previous kernel), so a block needs no shared memory and fits beside its neighbours; x is
-// read through L1, which the block's warps share. Each thread's 16 bytes of a row and of a token
-// are the same 8 k, so both fragments come straight from the loads (k permuted alike inside
-// each step of 32).
+// its N in tiles of 8) over one k slice: the slices split k so that the grid holds about
+// SkinnyForm::blocks_per_sm blocks per SM the process may use. Each thread loads its weights
+// straight into registers (16-byte streaming loads, batches of SkinnyForm::steps_per_batch steps
+// of 32 k, the first requested before waiting for the previous kernel), so a block needs no
+// shared memory and fits beside its neighbours; x is read through L1, which the block's warps
+// share. Each thread's 16 bytes of a row and of a token are the same 8 k, so both fragments come
+// straight from the loads (k permuted alike inside each step of 32).
 //
 // Outputs: `splits` fp32 partials [split][m][n], part_stride m * n apart, which the consumer sums
 // (GemmOutput, device_math.cuh: read_gemm_output; launch_rmsnorm adds them into the residual);
@@ -27,21 +27,32 @@ namespace gpufrac::engine {
 
 constexpr int kSkinnyMaxTokens = 32;
 
+// How the kernel streams its weights. The default is what the runner launches.
+struct SkinnyForm {
+  int steps_per_batch = 8;  // 4 or 8: steps of 32 k each thread loads as one batch
+  int blocks_per_sm = 2;    // 1 to 4: the k splits aim the grid at this many blocks per SM
+};
+// The forms gpufrac_cuda_bench's per-shape table times side by side and the tests check (the
+// default first), so that one build answers which form to keep.
+inline constexpr SkinnyForm kSkinnyFormsCompared[] = {{8, 2}, {8, 3}, {4, 2}, {4, 4}};
+
 // Whether the kernel takes m tokens with k columns (the pointers' alignment aside).
 bool skinny_gemm_supports(int m, int k);
 
 // The k slices (partials) launch_skinny_gemm writes for an (n, k) layer on the current device
 // (1 where it does not take k).
-int skinny_gemm_splits(int n, int k);
+int skinny_gemm_splits(int n, int k, const SkinnyForm& form = {});
 
 // y = x W^T as skinny_gemm_splits(n, k) fp32 partials at `partials` (room for splits * m * n
 // floats). Returns where they are.
 GemmOutput launch_skinny_gemm(const bf16* x, const bf16* w, float* partials, int m, int n, int k,
-                              cudaStream_t stream, bool overlap = false);
+                              cudaStream_t stream, bool overlap = false,
+                              const SkinnyForm& form = {});
 
 // The gate|up projection with SiLU * mul fused: w_gate_up is [2n][k] (gate rows, then up rows);
 // y[m][n] (bf16) = silu(x W_gate^T) * (x W_up^T), both products in fp32 until the result.
 void launch_skinny_gemm_silu_mul(const bf16* x, const bf16* w_gate_up, bf16* y, int m, int n, int k,
-                                 cudaStream_t stream, bool overlap = false);
+                                 cudaStream_t stream, bool overlap = false,
+                                 const SkinnyForm& form = {});
 
 }  // namespace gpufrac::engine
