@@ -72,10 +72,8 @@ __device__ __forceinline__ void load_kv_tile_async(const AttentionParams& p, con
     if (t < end) {
       const int64_t at =
           int64_t(table[t >> block_shift]) * block_elements + (t & (p.block_size - 1)) * kHeadDim;
-      const unsigned k_shared = static_cast<unsigned>(__cvta_generic_to_shared(k_dst));
-      const unsigned v_shared = static_cast<unsigned>(__cvta_generic_to_shared(v_dst));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(k_shared), "l"(k_head + at));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(v_shared), "l"(v_head + at));
+      cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(k_dst)), k_head + at);
+      cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(v_dst)), v_head + at);
     } else {
       *reinterpret_cast<uint4*>(k_dst) = make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(v_dst) = make_uint4(0, 0, 0, 0);
@@ -244,9 +242,7 @@ __global__ void __launch_bounds__(kThreads, flash_blocks_per_sm<kHeads>())
         const bf16* src =
             p.q + (int64_t(q_begin + tile_row0 + row) * p.num_heads + first_head + h) * kHeadDim +
             part * 8;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                         static_cast<unsigned>(__cvta_generic_to_shared(dst))),
-                     "l"(src));
+        cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src);
       } else {
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }

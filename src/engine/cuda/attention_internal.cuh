@@ -50,16 +50,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // The two flash kernels' online softmax, for one thread's two query rows in the MMA result
 // layout (mma.sync m16n8k16 and wgmma alike: lane 4g + t4 holds columns 8n + 2t4 and + 1 of rows
 // g, "lo", and g + 8, "hi"). s(n, i) is score i of column tile n (i 0, 1: row lo; 2, 3: row hi),

@@ -1,6 +1,6 @@
 // Device-side helpers shared by the kernels: bf16 <-> fp32 vector conversions, warp and block
-// reductions, streaming weight loads, the mma.sync wrapper, and the "GEMM output" reader that
-// lets a consumer kernel sum split-K partials.
+// reductions, streaming weight loads, asynchronous copies into shared memory, the mma.sync
+// wrapper, and the "GEMM output" reader that lets a consumer kernel sum split-K partials.
 // Header-only, included by .cu files only.
 #pragma once
 
@@ -114,6 +114,24 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* src) {
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
       : "l"(src));
   return r;
+}
+
+// Starts a 16-byte copy from global memory to the shared-memory address `shared` (a
+// __cvta_generic_to_shared value): cp.async.cg, through L2 only. It lands at cp_async_wait after
+// the cp_async_commit of its group.
+__device__ __forceinline__ void cp_async_16(uint32_t shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global));
+}
+
+// Closes this thread's group of cp.async copies started since the last commit.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators

@@ -31,6 +31,7 @@
 
 #include "engine/cuda/attention_internal.cuh"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
 #include "engine/cuda/wgmma.cuh"
 
@@ -71,7 +72,7 @@ __device__ __forceinline__ void load_queries(const AttentionParams& p, int first
     if (row0 + row < rows) {
       const bf16* src =
           p.q + (int64_t(first_row + row0 + row) * p.num_heads + head) * kHeadDim + chunk * 8;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+      cp_async_16(dst, src);
     } else {
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0));
     }
