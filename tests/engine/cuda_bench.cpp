@@ -95,9 +95,11 @@ double measure_copy_bandwidth(cudaStream_t stream) {
   return 2.0 * double(bytes) / (summarize(ms).median * 1e-3);
 }
 
-// "d8b2": a skinny GEMM form by its steps per batch and blocks per SM.
+// "r8b2": a skinny GEMM form by where its weights go (registers or shared memory), its steps
+// per batch and its blocks per SM.
 std::string form_name(const SkinnyForm& form) {
-  return "d" + std::to_string(form.steps_per_batch) + "b" + std::to_string(form.blocks_per_sm);
+  return std::string(form.through_shared ? "s" : "r") + std::to_string(form.steps_per_batch) + "b" +
+         std::to_string(form.blocks_per_sm);
 }
 
 // Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
@@ -595,7 +597,9 @@ int bench_main(int argc, char** argv) {
                 r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv, gemv_ratio,
                 skinny, skinny_ratio, r["floor_ms"].get<double>());
   }
-  std::printf("\nskinny GEMM forms / cuBLASLt (d: steps per batch, b: blocks per SM aimed at)\n");
+  std::printf(
+      "\nskinny GEMM forms / cuBLASLt (r: registers, s: shared memory, then steps in flight; b: "
+      "blocks per SM aimed at)\n");
   std::printf("%-8s %-5s", "shape", "m");
   for (const SkinnyForm& form : kSkinnyFormsCompared) {
     std::printf(" %-6s", form_name(form).c_str());

@@ -212,8 +212,8 @@ void check_skinny_form(int n, int k, uint32_t seed, const SkinnyForm& form) {
       for (size_t i = 0; i < count; ++i) got[i] += parts[p * count + i];
     }
     EXPECT_LT(relative_error(got, download<float>(y_ref, count)), 1e-4)
-        << "skinny m=" << m << " n=" << n << " k=" << k << " splits=" << splits << " form d"
-        << form.steps_per_batch << "b" << form.blocks_per_sm;
+        << "skinny m=" << m << " n=" << n << " k=" << k << " splits=" << splits << " form "
+        << (form.through_shared ? "s" : "r") << form.steps_per_batch << "b" << form.blocks_per_sm;
   }
 }
 

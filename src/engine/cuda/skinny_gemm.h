@@ -4,12 +4,13 @@
 //
 // A block of 4 warps takes 64 weight rows (16 per warp: the M of mma.sync m16n8k16, the tokens
 // its N in tiles of 8) over one k slice: the slices split k so that the grid holds about
-// SkinnyForm::blocks_per_sm blocks per SM the process may use. Each thread loads its weights
-// straight into registers (16-byte streaming loads, batches of SkinnyForm::steps_per_batch steps
-// of 32 k, the first requested before waiting for the previous kernel), so a block needs no
-// shared memory and fits beside its neighbours; x is read through L1, which the block's warps
-// share. Each thread's 16 bytes of a row and of a token are the same 8 k, so both fragments come
-// straight from the loads (k permuted alike inside each step of 32).
+// SkinnyForm::blocks_per_sm blocks per SM the process may use. The weights stream straight into
+// registers (16-byte streaming loads, batches of SkinnyForm::steps_per_batch steps of 32 k; no
+// shared memory, so a block fits beside its neighbours) or through a ring of shared-memory
+// stages (cp.async, 32 KB a block); either way the first are requested before waiting for the
+// previous kernel. x is read through L1, which the block's warps share. Each thread's 16 bytes
+// of a row and of a token are the same 8 k, so both fragments come straight from the loads (k
+// permuted alike inside each step of 32).
 //
 // Outputs: `splits` fp32 partials [split][m][n], part_stride m * n apart, which the consumer sums
 // (GemmOutput, device_math.cuh: read_gemm_output; launch_rmsnorm adds them into the residual);
@@ -29,12 +30,17 @@ constexpr int kSkinnyMaxTokens = 32;
 
 // How the kernel streams its weights. The default is what the runner launches.
 struct SkinnyForm {
-  int steps_per_batch = 8;  // 4 or 8: steps of 32 k each thread loads as one batch
-  int blocks_per_sm = 2;    // 1 to 4: the k splits aim the grid at this many blocks per SM
+  // false: straight into registers, steps_per_batch (4 or 8) steps of 32 k per thread and batch;
+  // true: through a ring of shared-memory stages filled by cp.async, steps_per_batch (6) steps
+  // in flight.
+  bool through_shared = false;
+  int steps_per_batch = 8;
+  int blocks_per_sm = 2;  // 1 to 4: the k splits aim the grid at this many blocks per SM
 };
 // The forms gpufrac_cuda_bench's per-shape table times side by side and the tests check (the
 // default first), so that one build answers which form to keep.
-inline constexpr SkinnyForm kSkinnyFormsCompared[] = {{8, 2}, {8, 3}, {4, 2}, {4, 4}};
+inline constexpr SkinnyForm kSkinnyFormsCompared[] = {{false, 8, 2}, {false, 8, 3}, {false, 4, 2},
+                                                      {false, 4, 4}, {true, 6, 2},  {true, 6, 4}};
 
 // Whether the kernel takes m tokens with k columns (the pointers' alignment aside).
 bool skinny_gemm_supports(int m, int k);
