@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -35,6 +36,7 @@
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
+#include "engine/cuda/layer_kernels.h"
 #include "engine/cuda/skinny_gemm.h"
 #include "engine/model/presets.h"
 
@@ -102,25 +104,10 @@ std::string form_name(const SkinnyForm& form) {
          std::to_string(form.blocks_per_sm);
 }
 
-// Times `calls` GEMMs (one per layer: distinct weights, as in a forward pass) captured in one
-// graph; returns the median time per call in ms.
-// `kernel`: cuBLASLt, the GEMV (gemv.h) or the skinny GEMM (skinny_gemm.h: fp32 partials) in
-// `form`.
-enum class LinearKernel { cublas, gemv, skinny };
-double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
-                           const bf16* x, void* y, bool y_bf16, int m, int n, int k,
-                           cudaStream_t stream, int repeats,
-                           LinearKernel kernel = LinearKernel::cublas,
-                           const SkinnyForm& form = {}) {
-  auto run = [&](const bf16* w) {
-    if (kernel == LinearKernel::gemv) {
-      launch_gemv(x, w, y, y_bf16 ? GemvStore::bf16 : GemvStore::fp32, m, n, k, stream);
-    } else if (kernel == LinearKernel::skinny) {
-      launch_skinny_gemm(x, w, static_cast<float*>(y), m, n, k, stream, false, form);
-    } else {
-      gemm.run(x, w, y, y_bf16, m, n, k, stream);
-    }
-  };
+// Times run(w) for each layer's weights (distinct bytes, as in a forward pass), the calls
+// captured in one graph; returns the median time per call in ms.
+double time_per_layer(const std::vector<const bf16*>& weights, cudaStream_t stream, int repeats,
+                      const std::function<void(const bf16*)>& run) {
   for (const bf16* w : weights) run(w);  // plans, warm-up
   GPUFRAC_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph = nullptr;
@@ -140,6 +127,35 @@ double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& w
   }
   cudaGraphExecDestroy(exec);
   return summarize(ms).median;
+}
+
+// time_per_layer of cuBLASLt's y = x W^T through `gemm`.
+double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& weights,
+                           const bf16* x, void* y, bool y_bf16, int m, int n, int k,
+                           cudaStream_t stream, int repeats) {
+  return time_per_layer(weights, stream, repeats,
+                        [&](const bf16* w) { gemm.run(x, w, y, y_bf16, m, n, k, stream); });
+}
+
+// gate|up with SiLU * mul at m tokens (n features, so 2n weight rows), as the runner would run
+// it past the GEMV's tokens: cuBLASLt's bf16 product then launch_silu_mul, against the skinny
+// GEMM's fused form in each SkinnyForm compared. {"cublaslt_ms", "skinny_forms": {name: ms}}.
+Json time_gate_up_silu(CublasLtGemm& gemm, const std::vector<const bf16*>& weights, const bf16* x,
+                       DeviceBuffer& scratch, int m, int n, int k, cudaStream_t stream) {
+  bf16* products = scratch.as<bf16>();  // m x 2n
+  bf16* gated = products + size_t(kSkinnyMaxTokens) * 2 * n;
+  gemm.tune(x, weights, products, true, m, 2 * n, k, false, stream);
+  Json timed = {{"cublaslt_ms", time_per_layer(weights, stream, 20, [&](const bf16* w) {
+                   gemm.run(x, w, products, true, m, 2 * n, k, stream);
+                   launch_silu_mul(products, m, n, gated, stream);
+                 })}};
+  for (const SkinnyForm& form : kSkinnyFormsCompared) {
+    timed["skinny_forms"][form_name(form)] =
+        time_per_layer(weights, stream, 20, [&](const bf16* w) {
+          launch_skinny_gemm_silu_mul(x, w, gated, m, n, k, stream, false, form);
+        });
+  }
+  return timed;
 }
 
 struct Sequences {
@@ -399,16 +415,21 @@ int bench_main(int argc, char** argv) {
                   {"cublaslt_first_algorithm_ms", first_ms},
                   {"floor_ms", bytes / bandwidth * 1e3}};
       if (m <= kGemvMaxTokens) {
-        double gemv_ms = time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k,
-                                             stream, 20, LinearKernel::gemv);
+        double gemv_ms = time_per_layer(s.weights, stream, 20, [&](const bf16* weight) {
+          launch_gemv(x, weight, y.data(), GemvStore::fp32, m, s.n, s.k, stream);
+        });
         row["gemv_ms"] = gemv_ms;
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
       }
       if (m >= 4 && skinny_gemm_supports(m, s.k)) {
         for (const SkinnyForm& form : kSkinnyFormsCompared) {
           row["skinny_forms"][form_name(form)] =
-              time_gemm_per_layer(gemm, s.weights, x, y.data(), false, m, s.n, s.k, stream, 20,
-                                  LinearKernel::skinny, form);
+              time_per_layer(s.weights, stream, 20, [&](const bf16* weight) {
+                launch_skinny_gemm(x, weight, y.as<float>(), m, s.n, s.k, stream, false, form);
+              });
+        }
+        if (s.weights.front() == w.layers.front().gate_up_proj) {
+          row["silu"] = time_gate_up_silu(gemm, s.weights, x, y, m, s.n / 2, s.k, stream);
         }
         const double skinny_ms = row["skinny_forms"][form_name(SkinnyForm{})].get<double>();
         row["skinny_ms"] = skinny_ms;
@@ -605,14 +626,19 @@ int bench_main(int argc, char** argv) {
     std::printf(" %-6s", form_name(form).c_str());
   }
   std::printf("\n");
-  for (const Json& r : gemm_rows) {
-    if (!r.contains("skinny_forms")) continue;
-    std::printf("%-8s %-5d", r["shape"].get<std::string>().c_str(), r["m"].get<int>());
+  auto print_form_ratios = [](const std::string& label, int m, const Json& timed) {
+    std::printf("%-8s %-5d", label.c_str(), m);
     for (const SkinnyForm& form : kSkinnyFormsCompared) {
-      std::printf(" %-6.2f", r["skinny_forms"][form_name(form)].get<double>() /
-                                 r["cublaslt_ms"].get<double>());
+      std::printf(" %-6.2f", timed["skinny_forms"][form_name(form)].get<double>() /
+                                 timed["cublaslt_ms"].get<double>());
     }
     std::printf("\n");
+  };
+  for (const Json& r : gemm_rows) {
+    if (r.contains("skinny_forms")) print_form_ratios(r["shape"], r["m"], r);
+  }
+  for (const Json& r : gemm_rows) {  // the fused form against cuBLASLt + launch_silu_mul
+    if (r.contains("silu")) print_form_ratios("gu+silu", r["m"], r["silu"]);
   }
   for (size_t i = 0; i < profile_tables.size(); ++i) {
     double total = 0;
