@@ -185,7 +185,7 @@ void CudaRunner::time_linear_kernels() {
     auto separate = [&] {
       return time_ms([&](int i) {
         gemm_->run(x, layer(i).gate_up_proj, gemm_out_.data(), true, m, 2 * inter, hidden, stream_);
-        launch_silu_mul(gemm_out_.as<bf16>(), m, inter, x, stream_);
+        launch_silu_mul(gemm_out_.as<bf16>(), m, inter, gated, stream_);
       });
     };
     streaming_wins_[{m, inter, hidden, true}] = !timed || fused() <= separate();
