@@ -223,42 +223,32 @@ struct Variant {
 // fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first
 // version's kernels.
 Variant parse_variant(const std::string& name) {
-  CudaKernelChoice fast;
-  if (name == "fast") return {name, fast};
+  CudaKernelChoice kernels;  // "fast": the defaults
   if (name == "serial") {
-    CudaKernelChoice serial = fast;
-    serial.overlap_launches = false;
-    return {name, serial};
-  }
-  if (name == "mma-flash") {
-    CudaKernelChoice mma = fast;
-    mma.hopper_flash = false;
-    return {name, mma};
-  }
-  if (name.rfind("flash-sm-", 0) == 0) {
-    CudaKernelChoice share = fast;
-    share.flash_sm_percent_beside_decodes = std::atoi(name.c_str() + 9);
-    if (share.flash_sm_percent_beside_decodes < 1 || share.flash_sm_percent_beside_decodes > 100) {
+    kernels.overlap_launches = false;
+  } else if (name == "mma-flash") {
+    kernels.hopper_flash = false;
+  } else if (name.rfind("flash-sm-", 0) == 0) {
+    kernels.flash_sm_percent_beside_decodes = std::atoi(name.c_str() + 9);
+    if (kernels.flash_sm_percent_beside_decodes < 1 ||
+        kernels.flash_sm_percent_beside_decodes > 100) {
       throw UsageError("--variants: flash-sm-N takes a percent from 1 to 100");
     }
-    return {name, share};
+  } else if (name == "simple-attention") {
+    kernels.attention = AttentionKernels::kSimple;
+  } else if (name == "skinny") {
+    kernels.skinny_gemm_max_tokens = kSkinnyMaxTokens;
+  } else if (name == "cublas") {
+    kernels.gemv_max_tokens = 0;
+    kernels.skinny_gemm_max_tokens = 0;
+  } else if (name == "simple") {
+    kernels = CudaKernelChoice::simple();
+  } else if (name != "fast") {
+    throw UsageError("--variants: unknown variant '" + name +
+                     "' (use fast, serial, mma-flash, flash-sm-N, skinny, simple-attention, "
+                     "cublas, simple)");
   }
-  if (name == "simple-attention") return {name, {AttentionKernels::kSimple, fast.gemv_max_tokens}};
-  if (name == "skinny") {
-    CudaKernelChoice skinny = fast;
-    skinny.skinny_gemm_max_tokens = kSkinnyMaxTokens;
-    return {name, skinny};
-  }
-  if (name == "cublas") {
-    CudaKernelChoice cublas = fast;
-    cublas.gemv_max_tokens = 0;
-    cublas.skinny_gemm_max_tokens = 0;
-    return {name, cublas};
-  }
-  if (name == "simple") return {name, CudaKernelChoice::simple()};
-  throw UsageError("--variants: unknown variant '" + name +
-                   "' (use fast, serial, mma-flash, flash-sm-N, skinny, "
-                   "simple-attention, cublas, simple)");
+  return {name, kernels};
 }
 
 std::vector<std::string> split_names(const std::string& list) {
