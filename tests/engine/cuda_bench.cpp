@@ -137,9 +137,10 @@ double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& w
                         [&](const bf16* w) { gemm.run(x, w, y, y_bf16, m, n, k, stream); });
 }
 
-// gate|up with SiLU * mul at m tokens (n features, so 2n weight rows), as the runner would run
-// it past the GEMV's tokens: cuBLASLt's bf16 product then launch_silu_mul, against the skinny
-// GEMM's fused form in each SkinnyForm compared. {"cublaslt_ms", "skinny_forms": {name: ms}}.
+// gate|up with SiLU * mul at m tokens (n features, so 2n weight rows), each way the runner can
+// run it: cuBLASLt's bf16 product then launch_silu_mul, the GEMV's fused form (up to its tokens)
+// and the skinny GEMM's fused form in each SkinnyForm compared.
+// {"cublaslt_ms", "gemv_ms" (m <= kGemvMaxTokens), "skinny_forms": {name: ms}}.
 Json time_gate_up_silu(CublasLtGemm& gemm, const std::vector<const bf16*>& weights, const bf16* x,
                        DeviceBuffer& scratch, int m, int n, int k, cudaStream_t stream) {
   bf16* products = scratch.as<bf16>();  // m x 2n
@@ -149,6 +150,11 @@ Json time_gate_up_silu(CublasLtGemm& gemm, const std::vector<const bf16*>& weigh
                    gemm.run(x, w, products, true, m, 2 * n, k, stream);
                    launch_silu_mul(products, m, n, gated, stream);
                  })}};
+  if (m <= kGemvMaxTokens) {
+    timed["gemv_ms"] = time_per_layer(weights, stream, 20, [&](const bf16* w) {
+      launch_gemv_silu_mul(x, w, gated, m, n, k, stream);
+    });
+  }
   for (const SkinnyForm& form : kSkinnyFormsCompared) {
     timed["skinny_forms"][form_name(form)] =
         time_per_layer(weights, stream, 20, [&](const bf16* w) {
@@ -411,7 +417,7 @@ int bench_main(int argc, char** argv) {
         row["gemv_ms"] = gemv_ms;
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
       }
-      if (m >= 4 && skinny_gemm_supports(m, s.k)) {
+      if (skinny_gemm_supports(m, s.k)) {
         for (const SkinnyForm& form : kSkinnyFormsCompared) {
           row["skinny_forms"][form_name(form)] =
               time_per_layer(s.weights, stream, 20, [&](const bf16* weight) {
@@ -609,25 +615,30 @@ int bench_main(int argc, char** argv) {
                 skinny, skinny_ratio, r["floor_ms"].get<double>());
   }
   std::printf(
-      "\nskinny GEMM forms / cuBLASLt (r: registers, s: shared memory, then steps in flight; b: "
-      "blocks per SM aimed at)\n");
-  std::printf("%-8s %-5s", "shape", "m");
+      "\nGEMV and skinny GEMM forms / cuBLASLt, each kernel alone (r: registers, s: shared "
+      "memory, then steps in flight; b: blocks per SM aimed at)\n");
+  std::printf("%-8s %-5s %-6s", "shape", "m", "gemv");
   for (const SkinnyForm& form : kSkinnyFormsCompared) {
     std::printf(" %-6s", form_name(form).c_str());
   }
   std::printf("\n");
   auto print_form_ratios = [](const std::string& label, int m, const Json& timed) {
+    const double cublas = timed["cublaslt_ms"].get<double>();
     std::printf("%-8s %-5d", label.c_str(), m);
+    if (timed.contains("gemv_ms")) {
+      std::printf(" %-6.2f", timed["gemv_ms"].get<double>() / cublas);
+    } else {
+      std::printf(" %-6s", "-");
+    }
     for (const SkinnyForm& form : kSkinnyFormsCompared) {
-      std::printf(" %-6.2f", timed["skinny_forms"][form_name(form)].get<double>() /
-                                 timed["cublaslt_ms"].get<double>());
+      std::printf(" %-6.2f", timed["skinny_forms"][form_name(form)].get<double>() / cublas);
     }
     std::printf("\n");
   };
   for (const Json& r : gemm_rows) {
     if (r.contains("skinny_forms")) print_form_ratios(r["shape"], r["m"], r);
   }
-  for (const Json& r : gemm_rows) {  // the fused form against cuBLASLt + launch_silu_mul
+  for (const Json& r : gemm_rows) {  // the fused forms against cuBLASLt + launch_silu_mul
     if (r.contains("silu")) print_form_ratios("gu+silu", r["m"], r["silu"]);
   }
   for (size_t i = 0; i < profile_tables.size(); ++i) {
