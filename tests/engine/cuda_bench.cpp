@@ -6,11 +6,11 @@
 // wall time: what a caller sees), one long prefill (back to back, and after an idle GPU), and
 // one serving step (decodes beside a prompt chunk, as gpufrac serve mixes them). Every decode
 // and prefill point runs once per kernel variant (--variants: the fast paths against the simple
-// kernels, as ratios in the same run), the GEMV and skinny GEMM against cuBLASLt per shape, and
-// per-stage breakdowns of eager steps (events between the stages, inside NVTX ranges named
-// "decode b<batch>", "prefill" and "mixed step", for ncu's --nvtx-include). Prints tables last
-// and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check) on a GPU
-// machine.
+// kernels, as ratios in the same run), the GEMV and skinny GEMM against cuBLASLt per shape, and,
+// after every timed point, per-stage breakdowns of eager steps (events between the stages, inside
+// NVTX ranges named "decode b<batch>", "prefill" and "mixed step", for ncu's --nvtx-include).
+// Prints tables last and writes every number to --json. Run by tests/gpu/engine/run
+// (scripts/gpu-check) on a GPU machine.
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -533,15 +533,6 @@ int bench_main(int argc, char** argv) {
         row["forward_wall_ms"] = wall.median;
         row["kernels"] = variant.kernels.describe();
       }
-      if (vi == 0 && std::find(profile_batches.begin(), profile_batches.end(), batches[bi]) !=
-                         profile_batches.end()) {
-        runner.profile_forward(decode_batches[bi]);  // warm-up
-        auto stages =
-            profile_in_range(runner, decode_batches[bi], "decode b" + std::to_string(batches[bi]));
-        profiles.push_back(
-            {{"batch", batches[bi]}, {"context", context}, {"stages", stages_json(stages)}});
-        profile_tables.push_back(stages);
-      }
     }
     auto [pg, pw] = time_forward(runner, prefill_batch);
     prefill_variants[variant.name] = {{"gpu_ms", pg.median}, {"wall_ms", pw.median}};
@@ -551,8 +542,6 @@ int bench_main(int argc, char** argv) {
     }
     if (vi == 0) {
       auto [isolated, isolated_wall] = time_forward(runner, prefill_batch, kPrefillIdleMs);
-      prefill_stages = profile_in_range(runner, prefill_batch, "prefill");
-      out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
       out["prefill"] = {{"tokens", prefill},
                         {"gpu_ms", pg.median},
                         {"wall_ms", pw.median},
@@ -569,17 +558,41 @@ int bench_main(int argc, char** argv) {
                         {"floor_ms_790tflops", prefill_flops / 790e12 * 1e3},
                         {"kernels", variant.kernels.describe()}};
       if (!mixed.empty()) {
-        mixed_stages = profile_in_range(runner, mixed_batch, "mixed step");
         const Json& timed = mixed_variants[variant.name];
         out["mixed_step"] = {{"decodes", mixed[0]},
                              {"context", context},
                              {"chunk_tokens", mixed[1]},
                              {"chunk_start", chunk_start},
                              {"gpu_ms", timed["gpu_ms"]},
-                             {"wall_ms", timed["wall_ms"]},
-                             {"stages", stages_json(mixed_stages)}};
+                             {"wall_ms", timed["wall_ms"]}};
       }
     }
+  }
+  // The per-stage profiles (eager steps) come after every timed point, with the first variant's
+  // kernels set again, so that no eager step runs between two timed points: the first variant's
+  // batches 2-32, timed after batch 1's profile, had run 1-2% slower than the same kernels in
+  // later variants, and a run with no profile before them showed no such gap
+  // (src/engine/cuda/NOTES.md, "Next").
+  if (variants.size() > 1) runner.set_kernels(variants[0].kernels);
+  auto profile = [&](const StepBatch& batch, const std::string& range) {
+    runner.profile_forward(batch);  // warm-up
+    return profile_in_range(runner, batch, range);
+  };
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    if (std::find(profile_batches.begin(), profile_batches.end(), batches[bi]) ==
+        profile_batches.end()) {
+      continue;
+    }
+    auto stages = profile(decode_batches[bi], "decode b" + std::to_string(batches[bi]));
+    profiles.push_back(
+        {{"batch", batches[bi]}, {"context", context}, {"stages", stages_json(stages)}});
+    profile_tables.push_back(stages);
+  }
+  prefill_stages = profile(prefill_batch, "prefill");
+  out["prefill_profile"] = {{"tokens", prefill}, {"stages", stages_json(prefill_stages)}};
+  if (!mixed.empty()) {
+    mixed_stages = profile(mixed_batch, "mixed step");
+    out["mixed_step"]["stages"] = stages_json(mixed_stages);
   }
   out["decode"] = decode_rows;
   out["prefill"]["variants"] = prefill_variants;
