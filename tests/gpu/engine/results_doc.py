@@ -214,8 +214,10 @@ def main():
         w("Variants: fast (all fast paths), serial (the fast kernels without overlapped "
           "launches), mma-flash (prompt chunks on the mma.sync flash kernel instead of the "
           "Hopper one), flash-sm-100 (prompt chunks' flash kernel on every SM beside decode rows, "
-          "which wait for it; the default holds it to 50%), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
-          "cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
+          "which wait for it; the default holds it to 50%), skinny (fast, with the skinny GEMM "
+          "timed against cuBLASLt past the GEMV's tokens and kept where it wins), "
+          "simple-attention (fast GEMV, simple attention), cublas (fast attention, cuBLASLt for "
+          "every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
         w("| point | " + " | ".join(names) + " |")
         w("|---|" + "---|" * len(names))
         for r in b["decode"]:
