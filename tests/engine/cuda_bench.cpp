@@ -570,7 +570,7 @@ int bench_main(int argc, char** argv) {
   }
   // The per-stage profiles (eager steps) come after every timed point, with the first variant's
   // kernels set again, so that no eager step runs between two timed points: the first variant's
-  // batches 2-32, timed after batch 1's profile, had run 1-2% slower than the same kernels in
+  // batches 2-32, timed after batch 1's profile, had run 1-4% slower than the same kernels in
   // later variants, and a run with no profile before them showed no such gap
   // (src/engine/cuda/NOTES.md, "Next").
   if (variants.size() > 1) runner.set_kernels(variants[0].kernels);
