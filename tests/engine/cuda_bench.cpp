@@ -6,11 +6,11 @@
 // wall time: what a caller sees), one long prefill (back to back, and after an idle GPU), and
 // one serving step (decodes beside a prompt chunk, as gpufrac serve mixes them). Every decode
 // and prefill point runs once per kernel variant (--variants: the fast paths against the simple
-// kernels, as ratios in the same run), the GEMV and skinny GEMM against cuBLASLt per shape, and,
-// after every timed point, per-stage breakdowns of eager steps (events between the stages, inside
-// NVTX ranges named "decode b<batch>", "prefill" and "mixed step", for ncu's --nvtx-include).
-// Prints tables last and writes every number to --json. Run by tests/gpu/engine/run
-// (scripts/gpu-check) on a GPU machine.
+// kernels, as ratios in the same run), the GEMV against cuBLASLt per shape, and, after every
+// timed point, per-stage breakdowns of eager steps (events between the stages, inside NVTX
+// ranges named "decode b<batch>", "prefill" and "mixed step", for ncu's --nvtx-include). Prints
+// tables last and writes every number to --json. Run by tests/gpu/engine/run (scripts/gpu-check)
+// on a GPU machine.
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -36,8 +36,6 @@
 #include "engine/cuda/cuda_runner_factory.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
-#include "engine/cuda/layer_kernels.h"
-#include "engine/cuda/skinny_gemm.h"
 #include "engine/model/presets.h"
 
 namespace gpufrac::engine {
@@ -97,13 +95,6 @@ double measure_copy_bandwidth(cudaStream_t stream) {
   return 2.0 * double(bytes) / (summarize(ms).median * 1e-3);
 }
 
-// "r8b2": a skinny GEMM form by where its weights go (registers or shared memory), its steps
-// per batch and its blocks per SM.
-std::string form_name(const SkinnyForm& form) {
-  return std::string(form.through_shared ? "s" : "r") + std::to_string(form.steps_per_batch) + "b" +
-         std::to_string(form.blocks_per_sm);
-}
-
 // Times run(w) for each layer's weights (distinct bytes, as in a forward pass), the calls
 // captured in one graph; returns the median time per call in ms.
 double time_per_layer(const std::vector<const bf16*>& weights, cudaStream_t stream, int repeats,
@@ -135,33 +126,6 @@ double time_gemm_per_layer(CublasLtGemm& gemm, const std::vector<const bf16*>& w
                            cudaStream_t stream, int repeats) {
   return time_per_layer(weights, stream, repeats,
                         [&](const bf16* w) { gemm.run(x, w, y, y_bf16, m, n, k, stream); });
-}
-
-// gate|up with SiLU * mul at m tokens (n features, so 2n weight rows), each way the runner can
-// run it: cuBLASLt's bf16 product then launch_silu_mul, the GEMV's fused form (up to its tokens)
-// and the skinny GEMM's fused form in each SkinnyForm compared.
-// {"cublaslt_ms", "gemv_ms" (m <= kGemvMaxTokens), "skinny_forms": {name: ms}}.
-Json time_gate_up_silu(CublasLtGemm& gemm, const std::vector<const bf16*>& weights, const bf16* x,
-                       DeviceBuffer& scratch, int m, int n, int k, cudaStream_t stream) {
-  bf16* products = scratch.as<bf16>();  // m x 2n
-  bf16* gated = products + size_t(kSkinnyMaxTokens) * 2 * n;
-  gemm.tune(x, weights, products, true, m, 2 * n, k, false, stream);
-  Json timed = {{"cublaslt_ms", time_per_layer(weights, stream, 20, [&](const bf16* w) {
-                   gemm.run(x, w, products, true, m, 2 * n, k, stream);
-                   launch_silu_mul(products, m, n, gated, stream);
-                 })}};
-  if (m <= kGemvMaxTokens) {
-    timed["gemv_ms"] = time_per_layer(weights, stream, 20, [&](const bf16* w) {
-      launch_gemv_silu_mul(x, w, gated, m, n, k, stream);
-    });
-  }
-  for (const SkinnyForm& form : kSkinnyFormsCompared) {
-    timed["skinny_forms"][form_name(form)] =
-        time_per_layer(weights, stream, 20, [&](const bf16* w) {
-          launch_skinny_gemm_silu_mul(x, w, gated, m, n, k, stream, false, form);
-        });
-  }
-  return timed;
 }
 
 struct Sequences {
@@ -224,8 +188,7 @@ struct Variant {
 // fast: the default fast paths; serial: the same kernels launched one after the other (no
 // overlapped launches); mma-flash: fast, with prompt chunks on the mma.sync flash kernel instead
 // of the Hopper one (flash_hopper.cu); flash-sm-N: fast, the Hopper flash kernel on N% of the
-// SMs beside decode rows (CudaKernelChoice::flash_sm_percent_beside_decodes); skinny: fast with
-// the skinny GEMM past the GEMV's tokens (where it wins the start-up timing); simple-attention:
+// SMs beside decode rows (CudaKernelChoice::flash_sm_percent_beside_decodes); simple-attention:
 // fast GEMV, simple attention; cublas: fast attention, cuBLASLt for every GEMM; simple: the first
 // version's kernels.
 Variant parse_variant(const std::string& name) {
@@ -242,17 +205,14 @@ Variant parse_variant(const std::string& name) {
     }
   } else if (name == "simple-attention") {
     kernels.attention = AttentionKernels::kSimple;
-  } else if (name == "skinny") {
-    kernels.skinny_gemm_max_tokens = kSkinnyMaxTokens;
   } else if (name == "cublas") {
     kernels.gemv_max_tokens = 0;
-    kernels.skinny_gemm_max_tokens = 0;
   } else if (name == "simple") {
     kernels = CudaKernelChoice::simple();
   } else if (name != "fast") {
     throw UsageError("--variants: unknown variant '" + name +
-                     "' (use fast, serial, mma-flash, flash-sm-N, skinny, simple-attention, "
-                     "cublas, simple)");
+                     "' (use fast, serial, mma-flash, flash-sm-N, simple-attention, cublas, "
+                     "simple)");
   }
   return {name, kernels};
 }
@@ -281,9 +241,8 @@ int bench_main(int argc, char** argv) {
               "kernel sets to time, the first is the headline: fast, serial (fast kernels without "
               "overlapped launches), mma-flash (fast, prompt chunks on the mma.sync flash kernel, "
               "not the Hopper one), flash-sm-N (fast, the Hopper flash kernel held to N% of the "
-              "SMs beside decode rows; 100: one block per work item), skinny (fast, the skinny "
-              "GEMM past the GEMV's tokens), simple-attention (fast GEMV, simple attention), cublas "
-              "(fast attention, cuBLASLt GEMMs), simple (version "
+              "SMs beside decode rows; 100: one block per work item), simple-attention (fast "
+              "GEMV, simple attention), cublas (fast attention, cuBLASLt GEMMs), simple (version "
               "1); a name given again is timed again as NAME#2, ...",
               "fast,serial,mma-flash,simple-attention,cublas,simple")
       .option("profile-batches", "LIST", "decode batches broken down per stage (first variant)",
@@ -416,20 +375,6 @@ int bench_main(int argc, char** argv) {
         });
         row["gemv_ms"] = gemv_ms;
         row["gemv_bytes_per_s"] = bytes / (gemv_ms * 1e-3);
-      }
-      if (skinny_gemm_supports(m, s.k)) {
-        for (const SkinnyForm& form : kSkinnyFormsCompared) {
-          row["skinny_forms"][form_name(form)] =
-              time_per_layer(s.weights, stream, 20, [&](const bf16* weight) {
-                launch_skinny_gemm(x, weight, y.as<float>(), m, s.n, s.k, stream, false, form);
-              });
-        }
-        if (s.weights.front() == w.layers.front().gate_up_proj) {
-          row["silu"] = time_gate_up_silu(gemm, s.weights, x, y, m, s.n / 2, s.k, stream);
-        }
-        const double skinny_ms = row["skinny_forms"][form_name(SkinnyForm{})].get<double>();
-        row["skinny_ms"] = skinny_ms;
-        row["skinny_bytes_per_s"] = bytes / (skinny_ms * 1e-3);
       }
       gemm_rows.push_back(row);
     }
@@ -607,52 +552,17 @@ int bench_main(int argc, char** argv) {
   std::printf("\n%s on %s (%d SMs usable): copy %.2f TB/s, bf16 GEMM %.0f TFLOP/s (%s)\n",
               model.c_str(), props.name, runner.sm_count(), bandwidth / 1e12, gemm_rate / 1e12,
               out["gemm_rate_shape"].get<std::string>().c_str());
-  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s %-12s %-10s\n", "shape", "m", "cublaslt_ms",
-              "gemv_ms", "gemv/cublas", "skinny_ms", "skinny/cublas", "floor_ms");
+  std::printf("%-8s %-5s %-12s %-10s %-10s %-10s\n", "shape", "m", "cublaslt_ms", "gemv_ms",
+              "gemv/cublas", "floor_ms");
   for (const Json& r : gemm_rows) {
     const double cublas = r["cublaslt_ms"].get<double>();
-    auto column = [&](const char* key, char* ms, char* ratio) {
-      if (!r.contains(key)) {
-        std::snprintf(ms, 16, "-");
-        std::snprintf(ratio, 16, "-");
-        return;
-      }
-      std::snprintf(ms, 16, "%.4f", r[key].get<double>());
-      std::snprintf(ratio, 16, "%.2f", r[key].get<double>() / cublas);
-    };
-    char gemv[16], gemv_ratio[16], skinny[16], skinny_ratio[16];
-    column("gemv_ms", gemv, gemv_ratio);
-    column("skinny_ms", skinny, skinny_ratio);
-    std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10s %-12s %-10.4f\n",
-                r["shape"].get<std::string>().c_str(), r["m"].get<int>(), cublas, gemv, gemv_ratio,
-                skinny, skinny_ratio, r["floor_ms"].get<double>());
-  }
-  std::printf(
-      "\nGEMV and skinny GEMM forms / cuBLASLt, each kernel alone (r: registers, s: shared "
-      "memory, then steps in flight; b: blocks per SM aimed at)\n");
-  std::printf("%-8s %-5s %-6s", "shape", "m", "gemv");
-  for (const SkinnyForm& form : kSkinnyFormsCompared) {
-    std::printf(" %-6s", form_name(form).c_str());
-  }
-  std::printf("\n");
-  auto print_form_ratios = [](const std::string& label, int m, const Json& timed) {
-    const double cublas = timed["cublaslt_ms"].get<double>();
-    std::printf("%-8s %-5d", label.c_str(), m);
-    if (timed.contains("gemv_ms")) {
-      std::printf(" %-6.2f", timed["gemv_ms"].get<double>() / cublas);
-    } else {
-      std::printf(" %-6s", "-");
+    char gemv[16] = "-", gemv_ratio[16] = "-";
+    if (r.contains("gemv_ms")) {
+      std::snprintf(gemv, sizeof gemv, "%.4f", r["gemv_ms"].get<double>());
+      std::snprintf(gemv_ratio, sizeof gemv_ratio, "%.2f", r["gemv_ms"].get<double>() / cublas);
     }
-    for (const SkinnyForm& form : kSkinnyFormsCompared) {
-      std::printf(" %-6.2f", timed["skinny_forms"][form_name(form)].get<double>() / cublas);
-    }
-    std::printf("\n");
-  };
-  for (const Json& r : gemm_rows) {
-    if (r.contains("skinny_forms")) print_form_ratios(r["shape"], r["m"], r);
-  }
-  for (const Json& r : gemm_rows) {  // the fused forms against cuBLASLt + launch_silu_mul
-    if (r.contains("silu")) print_form_ratios("gu+silu", r["m"], r["silu"]);
+    std::printf("%-8s %-5d %-12.4f %-10s %-10s %-10.4f\n", r["shape"].get<std::string>().c_str(),
+                r["m"].get<int>(), cublas, gemv, gemv_ratio, r["floor_ms"].get<double>());
   }
   for (size_t i = 0; i < profile_tables.size(); ++i) {
     double total = 0;

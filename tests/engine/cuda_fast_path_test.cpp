@@ -5,9 +5,6 @@
 //   outputs, the model's shapes and odd ones; the fused gate|up + SiLU*mul GEMV likewise; an
 //   RMSNorm handed from one GEMV to the next (GemvNorm) against launch_rmsnorm and cuBLASLt; a
 //   chain of GEMVs launched overlapped (kernel_launch.cuh) against the same chain launched plainly;
-// - the skinny GEMM (skinny_gemm.h) against cuBLASLt at 1..32 tokens (its partials summed; every
-//   partial written, nothing past them), the model's shapes and odd ones, and its fused SiLU*mul
-//   form; launch_rmsnorm adding partials into the residual against the same norm of the sum;
 // - fast attention (flash prefill + tiled decode, attention.h) against the simple kernel:
 //   decode rows at many context lengths and split counts, prompt chunks (whole prompts, chunks
 //   after a prefix, exactly kFlashMinQueries rows) mixed with decode rows, head_dim 64 and 128,
@@ -22,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -34,7 +30,6 @@
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/layer_kernels.h"
-#include "engine/cuda/skinny_gemm.h"
 #include "engine/model/tensor.h"
 
 namespace gpufrac::engine {
@@ -77,23 +72,14 @@ std::vector<float> bf16_to_floats(const std::vector<uint16_t>& bits) {
   return out;
 }
 
-// A linear layer's random operands on the device: bf16 weights [rows][k] (stddev 0.05) and
-// activations [tokens][k] (stddev 1), drawn in that order from `seed`.
-struct LinearOperands {
-  DeviceBuffer w, x;
-};
-LinearOperands random_linear_operands(int rows, int k, int tokens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint16_t> w = random_bf16(size_t(rows) * k, rng, 0.05f);
-  std::vector<uint16_t> x = random_bf16(size_t(tokens) * k, rng, 1.0f);
-  return {upload(w.data(), w.size() * 2), upload(x.data(), x.size() * 2)};
-}
-
 // --- GEMV ---------------------------------------------------------------------------------
 
 void check_gemv(int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
   CublasLtGemm gemm;
-  auto [dw, dx] = random_linear_operands(n, k, kGemvMaxTokens, seed);
+  std::vector<uint16_t> w = random_bf16(size_t(n) * k, rng, 0.05f);
+  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
+  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
   DeviceBuffer y_ref(size_t(kGemvMaxTokens) * n * 4, "reference"), y(size_t(kGemvMaxTokens) * n * 4, "gemv");
   for (int m = 1; m <= kGemvMaxTokens; ++m) {
     for (bool y_bf16 : {false, true}) {
@@ -136,22 +122,21 @@ TEST(CudaFastPathGemv, MatchesCublasOnOddShapes) {
   check_gemv(2558, 1000, 9);  // five rows per block at m = 1 on 132 SMs, the last block short
 }
 
-// A fused gate|up + SiLU*mul launcher (the GEMV's or the skinny GEMM's) against cuBLASLt's fp32
-// gate|up product with silu(gate) * up taken on the host, at each of `token_counts`;
-// launch(x, w_gate_up, y, m, n, k) runs on the default stream.
-using SiluMulLauncher = std::function<void(const bf16*, const bf16*, bf16*, int, int, int)>;
-void check_silu_mul(const SiluMulLauncher& launch, const std::vector<int>& token_counts, int n,
-                    int k, uint32_t seed) {
-  const int most = *std::max_element(token_counts.begin(), token_counts.end());
+// The fused gate|up GEMV (launch_gemv_silu_mul) against cuBLASLt's fp32 gate|up product with
+// silu(gate) * up taken on the host.
+void check_gemv_silu_mul(int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
   CublasLtGemm gemm;
-  auto [dw, dx] = random_linear_operands(2 * n, k, most, seed);
-  DeviceBuffer gate_up(size_t(most) * 2 * n * 4, "reference");
-  DeviceBuffer y(size_t(most) * n * 2 + 16, "fused");
-  for (int m : token_counts) {
+  std::vector<uint16_t> w = random_bf16(size_t(2 * n) * k, rng, 0.05f);
+  std::vector<uint16_t> x = random_bf16(size_t(kGemvMaxTokens) * k, rng, 1.0f);
+  DeviceBuffer dw = upload(w.data(), w.size() * 2), dx = upload(x.data(), x.size() * 2);
+  DeviceBuffer gate_up(size_t(kGemvMaxTokens) * 2 * n * 4, "reference");
+  DeviceBuffer y(size_t(kGemvMaxTokens) * n * 2 + 16, "gemv");
+  for (int m = 1; m <= kGemvMaxTokens; ++m) {
     const size_t count = size_t(m) * n;
     GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
     gemm.run(dx.as<bf16>(), dw.as<bf16>(), gate_up.data(), false, m, 2 * n, k, nullptr);
-    launch(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k);
+    launch_gemv_silu_mul(dx.as<bf16>(), dw.as<bf16>(), y.as<bf16>(), m, n, k, nullptr);
     GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> products = download<float>(gate_up, size_t(m) * 2 * n);
     std::vector<float> want(count);
@@ -165,85 +150,13 @@ void check_silu_mul(const SiluMulLauncher& launch, const std::vector<int>& token
     EXPECT_TRUE(std::isnan(bf16_to_float(raw[count]))) << "wrote past its output, m=" << m;
     raw.resize(count);
     EXPECT_LT(relative_error(bf16_to_floats(raw), want), 1e-2)
-        << "silu*mul m=" << m << " n=" << n << " k=" << k;
+        << "gemv silu*mul m=" << m << " n=" << n << " k=" << k;
   }
-}
-
-void launch_gemv_silu_mul_plainly(const bf16* x, const bf16* w, bf16* y, int m, int n, int k) {
-  launch_gemv_silu_mul(x, w, y, m, n, k, nullptr);  // no GemvNorm taken
-}
-
-std::vector<int> gemv_token_counts() {
-  std::vector<int> counts(kGemvMaxTokens);
-  std::iota(counts.begin(), counts.end(), 1);
-  return counts;
 }
 
 TEST(CudaFastPathGemv, FusedSiluMulMatchesCublas) {
-  check_silu_mul(launch_gemv_silu_mul_plainly, gemv_token_counts(), 9728, 2560, 7);  // gate|up
-  check_silu_mul(launch_gemv_silu_mul_plainly, gemv_token_counts(), 1001, 776, 8);   // odd sizes
-}
-
-// --- Skinny GEMM ---------------------------------------------------------------------------
-
-constexpr int kSkinnyTokenCounts[] = {1, 5, 8, 9, 16, 17, 24, 31, 32};
-
-// launch_skinny_gemm's partials in `form`, summed on the host, against cuBLASLt's fp32 product.
-// The whole partial area is poisoned first: an unwritten partial makes its sum NaN.
-void check_skinny_form(int n, int k, uint32_t seed, const SkinnyForm& form) {
-  CublasLtGemm gemm;
-  auto [dw, dx] = random_linear_operands(n, k, kSkinnyMaxTokens, seed);
-  const int splits = skinny_gemm_splits(n, k, form);
-  const size_t most = size_t(splits) * kSkinnyMaxTokens * n;
-  DeviceBuffer y_ref(size_t(kSkinnyMaxTokens) * n * 4, "reference"), y(most * 4 + 16, "skinny");
-  for (int m : kSkinnyTokenCounts) {
-    const size_t count = size_t(m) * n;
-    GPUFRAC_CUDA_CHECK(cudaMemset(y.data(), 0xff, y.bytes()));  // NaN
-    gemm.run(dx.as<bf16>(), dw.as<bf16>(), y_ref.data(), false, m, n, k, nullptr);
-    GemmOutput out = launch_skinny_gemm(dx.as<bf16>(), dw.as<bf16>(), y.as<float>(), m, n, k,
-                                        nullptr, false, form);
-    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
-    ASSERT_EQ(out.parts, splits);
-    ASSERT_EQ(out.part_stride, int64_t(count));
-    std::vector<float> parts = download<float>(y, count * splits + 1);
-    EXPECT_TRUE(std::isnan(parts[count * splits])) << "wrote past its partials, m=" << m;
-    std::vector<float> got(count, 0.0f);
-    for (int p = 0; p < splits; ++p) {
-      for (size_t i = 0; i < count; ++i) got[i] += parts[p * count + i];
-    }
-    EXPECT_LT(relative_error(got, download<float>(y_ref, count)), 1e-4)
-        << "skinny m=" << m << " n=" << n << " k=" << k << " splits=" << splits << " form "
-        << (form.through_shared ? "s" : "r") << form.steps_per_batch << "b" << form.blocks_per_sm;
-  }
-}
-
-// check_skinny_form for every form gpufrac_cuda_bench compares.
-void check_skinny(int n, int k, uint32_t seed) {
-  for (const SkinnyForm& form : kSkinnyFormsCompared) check_skinny_form(n, k, seed, form);
-}
-
-TEST(CudaFastPathSkinny, MatchesCublasOnQwen3Shapes) {
-  check_skinny(6144, 2560, 21);  // qkv
-  check_skinny(2560, 4096, 22);  // o
-  check_skinny(2560, 9728, 23);  // down
-}
-
-TEST(CudaFastPathSkinny, MatchesCublasOnOddShapes) {
-  check_skinny(1003, 2560, 24);  // rows not a multiple of the block's 64
-  check_skinny(37, 64, 25);      // two steps of k, fewer than a batch of them
-  check_skinny(130, 800, 26);    // k slices of unequal length
-  check_skinny(2558, 992, 27);
-}
-
-TEST(CudaFastPathSkinny, FusedSiluMulMatchesCublas) {
-  const std::vector<int> counts(std::begin(kSkinnyTokenCounts), std::end(kSkinnyTokenCounts));
-  for (const SkinnyForm& form : kSkinnyFormsCompared) {
-    auto launch = [form](const bf16* x, const bf16* w, bf16* y, int m, int n, int k) {
-      launch_skinny_gemm_silu_mul(x, w, y, m, n, k, nullptr, false, form);
-    };
-    check_silu_mul(launch, counts, 9728, 2560, 28);  // Qwen3-4B gate|up
-    check_silu_mul(launch, counts, 1001, 800, 29);   // odd features
-  }
+  check_gemv_silu_mul(9728, 2560, 7);  // Qwen3-4B gate|up
+  check_gemv_silu_mul(1001, 776, 8);   // odd features and chunks
 }
 
 std::vector<float> random_floats(size_t count, std::mt19937& rng, float stddev) {
@@ -251,45 +164,6 @@ std::vector<float> random_floats(size_t count, std::mt19937& rng, float stddev) 
   std::vector<float> out(count);
   for (float& v : out) v = normal(rng);
   return out;
-}
-
-// launch_rmsnorm adding a skinny GEMM's partials into the residual rows it normalizes (through
-// row_index, as the final norm reads the sampled rows): the residual becomes x + p0 + p1 + ...
-// (in that order, bit for bit) and the output equals the plain norm of that sum, bit for bit.
-// hidden 2560 takes the vector kernel, 102 the plain one.
-TEST(CudaFastPathSkinny, RmsnormAddsPartialsIntoTheResidual) {
-  for (int hidden : {2560, 102}) {
-    constexpr int kRows = 5, kParts = 3;
-    std::mt19937 rng(30 + hidden);
-    std::vector<float> x = random_floats(size_t(kRows) * hidden, rng, 1.0f);
-    std::vector<float> parts = random_floats(size_t(kParts) * kRows * hidden, rng, 0.5f);
-    std::vector<float> weight = random_floats(size_t(hidden), rng, 1.0f);
-    std::vector<float> sum = x;
-    for (size_t i = 0; i < sum.size(); ++i) {
-      for (int p = 0; p < kParts; ++p) sum[i] += parts[p * sum.size() + i];
-    }
-    const std::vector<int32_t> rows = {4, 0, 2};
-    DeviceBuffer dx = upload(x.data(), x.size() * 4), dsum = upload(sum.data(), sum.size() * 4);
-    DeviceBuffer dparts = upload(parts.data(), parts.size() * 4);
-    DeviceBuffer dweight = upload(weight.data(), weight.size() * 4);
-    DeviceBuffer drows = upload(rows.data(), rows.size() * 4);
-    DeviceBuffer out(size_t(kRows) * hidden * 2, "out"), want(size_t(kRows) * hidden * 2, "want");
-    const GemmOutput adds{dparts.data(), false, kParts, int64_t(kRows) * hidden};
-    launch_rmsnorm(dx.as<float>(), drows.as<int32_t>(), int(rows.size()), hidden,
-                   dweight.as<float>(), 1e-6f, out.as<bf16>(), nullptr, false, adds);
-    launch_rmsnorm(dsum.as<float>(), drows.as<int32_t>(), int(rows.size()), hidden,
-                   dweight.as<float>(), 1e-6f, want.as<bf16>(), nullptr);
-    GPUFRAC_CUDA_CHECK(cudaDeviceSynchronize());
-    const size_t normed = rows.size() * size_t(hidden);
-    EXPECT_EQ(download<uint16_t>(out, normed), download<uint16_t>(want, normed)) << hidden;
-    std::vector<float> residual = download<float>(dx, x.size());
-    for (int r : rows) {
-      for (int i = 0; i < hidden; ++i) {
-        const size_t at = size_t(r) * hidden + i;
-        ASSERT_EQ(residual[at], sum[at]) << "hidden " << hidden << " row " << r << " dim " << i;
-      }
-    }
-  }
 }
 
 // An RMSNorm carried between two GEMVs (GemvNorm), as a decode layer runs it: the first adds

@@ -49,12 +49,11 @@ const ModelWeights& tiny_weights() {
 }
 
 // The runners the tests compare bit for bit: linear kernels chosen by rule, not by timing (two
-// runners timing near ties could choose differently), the skinny GEMM among them.
+// runners timing near ties could choose differently).
 CudaRunnerOptions reproducible_options() {
   CudaRunnerOptions options;
   options.max_model_len = 4096;
   options.time_linear_choices = false;
-  options.kernels.skinny_gemm_max_tokens = kSkinnyMaxTokens;
   return options;
 }
 
@@ -176,18 +175,6 @@ TEST_F(TinyCudaVsCpu, ManySequencesUseLargerBuckets) {
   for (int i = 0; i < 40; ++i) all.push_back(&add_sequence(3 + i % 8, 8));
   step(all, 4096);
   for (int i = 0; i < 4; ++i) step(all, 1);  // bucket 48
-}
-
-// Decode steps of 20 and 12 sequences (buckets 24 and 16): their linear layers take the skinny
-// GEMM (every streaming kernel is chosen without timing here), its partials added by the norms
-// and summed by the decode kernel's q/k norm + RoPE.
-TEST_F(TinyCudaVsCpu, DecodeBatchesPastTheGemvTakeTheSkinnyGemm) {
-  std::vector<TestSequence*> all;
-  for (int i = 0; i < 20; ++i) all.push_back(&add_sequence(2 + i % 5, 8));
-  step(all, 4096);
-  for (int i = 0; i < 3; ++i) step(all, 1);
-  all.resize(12);
-  for (int i = 0; i < 3; ++i) step(all, 1);
 }
 
 // Three sequences of 3, 20 and 50 random tiny tokens, each with blocks for 16 tokens more.

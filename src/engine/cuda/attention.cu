@@ -266,7 +266,7 @@ bool decode_attention_applies_rope(const AttentionParams& p, const QkvRopeParams
   const int64_t slots = int64_t(decode_blocks_per_sm(decode_kernel_stages(p))) * p.sm_count;
   return runs_fast_attention(p.kernels, p.num_heads, p.num_kv_heads, p.head_dim, p.block_size) &&
          p.max_queries == 1 && p.sm_count > 0 && blocks <= slots && rope.head_dim == p.head_dim &&
-         rope.qkv.data != nullptr && !rope.qkv.is_bf16;
+         rope.qkv.data != nullptr && !rope.qkv.is_bf16 && rope.qkv.parts == 1;
 }
 
 void launch_paged_attention(const AttentionParams& p, cudaStream_t stream) {

@@ -131,10 +131,9 @@ int64_t attention_partial_floats(int num_heads, int num_kv_heads, int head_dim, 
 
 // Whether the decode kernel takes the step's q/k norm + RoPE + KV write over (AttentionParams::
 // rope): the fast kernels, a decode-only step of one row per sequence (max_queries 1), the
-// q/k/v in fp32 (one matrix or split-K partials), and a decode grid of one wave of resident
-// blocks on p.sm_count SMs (each block computes its own query heads: in one wave that costs one
-// block's time, in more it is paid per wave; batch 32 at context 2048, two waves, was 0.9%
-// slower fused).
+// q/k/v as one fp32 matrix, and a decode grid of one wave of resident blocks on p.sm_count SMs
+// (each block computes its own query heads: in one wave that costs one block's time, in more it
+// is paid per wave; batch 32 at context 2048, two waves, was 0.9% slower fused).
 bool decode_attention_applies_rope(const AttentionParams& params, const QkvRopeParams& rope);
 
 void launch_paged_attention(const AttentionParams& params, cudaStream_t stream);

@@ -1,8 +1,7 @@
 // CudaRunner's forward pass (cuda_runner.h): the linear-kernel choices timed at start-up
-// (cuBLASLt's algorithm per shape, the GEMV and skinny GEMM against cuBLASLt), the
-// layer-by-layer step enqueued on the runner's stream (what the decode graphs capture), and the
-// per-stage profile. The runner's lifecycle, memory, graphs and submit/collect are in
-// cuda_runner.cpp.
+// (cuBLASLt's algorithm per shape, the GEMV against cuBLASLt), the layer-by-layer step enqueued on
+// the runner's stream (what the decode graphs capture), and the per-stage profile. The runner's
+// lifecycle, memory, graphs and submit/collect are in cuda_runner.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +21,6 @@
 #include "engine/cuda/gpu_timing.h"
 #include "engine/cuda/layer_kernels.h"
 #include "engine/cuda/sampling_extras.h"
-#include "engine/cuda/skinny_gemm.h"
 
 namespace gpufrac::engine {
 
@@ -44,13 +42,10 @@ std::string one_decimal(double value) {
 
 }  // namespace
 
-bool CudaRunner::prefers_streaming(int tokens, int n, int k, bool fused_silu) const {
-  const CudaKernelChoice& kernels = options_.kernels;
-  if (tokens > (skinny(tokens) ? kernels.skinny_gemm_max_tokens : kernels.gemv_max_tokens)) {
-    return false;
-  }
-  auto found = streaming_wins_.find({tokens, n, k, fused_silu});
-  return found != streaming_wins_.end() && found->second;
+bool CudaRunner::prefers_gemv(int tokens, int n, int k, bool fused_silu) const {
+  if (tokens > options_.kernels.gemv_max_tokens) return false;
+  auto found = gemv_wins_.find({tokens, n, k, fused_silu});
+  return found != gemv_wins_.end() && found->second;
 }
 
 void CudaRunner::tune_linear_layers() {
@@ -112,16 +107,13 @@ void CudaRunner::tune_linear_layers() {
 }
 
 void CudaRunner::time_linear_kernels() {
-  streaming_wins_.clear();
-  const CudaKernelChoice& kernels = options_.kernels;
+  gemv_wins_.clear();
+  if (options_.kernels.gemv_max_tokens == 0) return;
   const bool timed = options_.time_linear_choices;
   const ModelConfig& c = weights_.config();
   const int hidden = c.hidden_size, q_width = c.q_width(), inter = c.intermediate_size;
   const int qkv = q_width + 2 * c.kv_width();
-  const int most_tokens =
-      std::min(std::max(kernels.gemv_max_tokens, kernels.skinny_gemm_max_tokens),
-               options_.max_tokens_per_step);
-  if (most_tokens == 0) return;
+  const int most_tokens = std::min(options_.kernels.gemv_max_tokens, options_.max_tokens_per_step);
   bf16* x = timing_input(activations_, most_tokens, std::max({hidden, q_width, inter}), stream_);
   bf16* gated = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
   // Call i takes layer i's weights (distinct bytes, as in a step).
@@ -132,7 +124,7 @@ void CudaRunner::time_linear_kernels() {
   struct Shape {
     const bf16* DeviceLayerWeights::*weight;  // null: the lm_head
     int n, k;
-    void* out;      // holds the GEMV's most_rows x n floats, or the skinny GEMM's partials
+    void* out;      // holds most_rows x n floats
     int most_rows;  // the lm_head runs on sampled rows only: at most max_seqs_per_step
   };
   const int most_samples = std::min(most_tokens, options_.max_seqs_per_step);
@@ -145,41 +137,23 @@ void CudaRunner::time_linear_kernels() {
     return weights_.layers[size_t(i % layers)];
   };
   for (int m = 1; m <= most_tokens; ++m) {
-    const bool by_skinny = skinny(m);
-    if (by_skinny && m > kernels.skinny_gemm_max_tokens) continue;
-    // The lm_head's logits are one matrix: the skinny GEMM takes it only unsplit.
-    auto skinny_takes = [&](const Shape& s) {
-      return skinny_gemm_supports(m, s.k) && (s.weight || skinny_gemm_splits(s.n, s.k) == 1);
-    };
     for (const Shape& s : shapes) {
-      if (m > s.most_rows || (by_skinny && !skinny_takes(s))) continue;
+      if (m > s.most_rows) continue;
       auto weight = [&](int i) { return s.weight ? layer(i).*s.weight : weights_.lm_head; };
-      auto streaming = [&] {
+      auto gemv = [&] {
         return time_ms([&](int i) {
-          if (by_skinny) {
-            launch_skinny_gemm(x, weight(i), static_cast<float*>(s.out), m, s.n, s.k, stream_,
-                               overlap_);
-          } else {
-            launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
-          }
+          launch_gemv(x, weight(i), s.out, GemvStore::fp32, m, s.n, s.k, stream_, overlap_);
         });
       };
       auto cublas = [&] {
         return time_ms(
             [&](int i) { gemm_->run(x, weight(i), s.out, false, m, s.n, s.k, stream_); });
       };
-      streaming_wins_[{m, s.n, s.k, false}] = !timed || streaming() <= cublas();
+      gemv_wins_[{m, s.n, s.k, false}] = !timed || gemv() <= cublas();
     }
-    if (by_skinny && !skinny_gemm_supports(m, hidden)) continue;
     auto fused = [&] {
       return time_ms([&](int i) {
-        if (by_skinny) {
-          launch_skinny_gemm_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_,
-                                      overlap_);
-        } else {
-          launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_,
-                               overlap_);
-        }
+        launch_gemv_silu_mul(x, layer(i).gate_up_proj, gated, m, inter, hidden, stream_, overlap_);
       });
     };
     auto separate = [&] {
@@ -188,12 +162,12 @@ void CudaRunner::time_linear_kernels() {
         launch_silu_mul(gemm_out_.as<bf16>(), m, inter, gated, stream_);
       });
     };
-    streaming_wins_[{m, inter, hidden, true}] = !timed || fused() <= separate();
+    gemv_wins_[{m, inter, hidden, true}] = !timed || fused() <= separate();
   }
   if (!timed) return;
   // "6144x2560 m=2-4, 9728x2560+silu m=1-4": the token counts per shape where cuBLASLt won.
   std::map<std::string, std::vector<int>> kept;
-  for (const auto& [key, wins] : streaming_wins_) {
+  for (const auto& [key, wins] : gemv_wins_) {
     const auto& [tokens, n, k, silu] = key;
     if (wins) continue;
     kept[std::to_string(n) + "x" + std::to_string(k) + (silu ? "+silu" : "")].push_back(tokens);
@@ -202,16 +176,13 @@ void CudaRunner::time_linear_kernels() {
   for (const auto& [shape, tokens] : kept) {
     summary += (summary.empty() ? " " : ", ") + shape + " m=" + format_int_ranges(tokens);
   }
-  log_info("cuda runner: GEMV and skinny GEMM timed against cuBLASLt; cuBLASLt kept for:",
+  log_info("cuda runner: GEMV timed against cuBLASLt; cuBLASLt kept for:",
            summary.empty() ? " none" : summary);
 }
 
 GemmOutput CudaRunner::linear(const bf16* x, const bf16* w, void* y, int tokens, int n, int k,
                               bool gemm_bf16, const GemvNorm& takes) {
-  if (takes.weight || prefers_streaming(tokens, n, k, false)) {
-    if (!takes.weight && skinny(tokens)) {
-      return launch_skinny_gemm(x, w, static_cast<float*>(y), tokens, n, k, stream_, overlap_);
-    }
+  if (takes.weight || prefers_gemv(tokens, n, k, false)) {
     launch_gemv(x, w, static_cast<float*>(y), GemvStore::fp32, tokens, n, k, stream_, overlap_,
                 nullptr, takes.weight ? &takes : nullptr);
     return {y, false, 1, 0};
@@ -220,16 +191,12 @@ GemmOutput CudaRunner::linear(const bf16* x, const bf16* w, void* y, int tokens,
   return {y, gemm_bf16, 1, 0};
 }
 
-CudaRunner::ResidualHandOff CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens,
-                                                        int n, int k, const float* next_norm) {
+GemvNorm CudaRunner::add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
+                                     const float* next_norm) {
   float* residual = residual_.as<float>();
-  if (!prefers_streaming(tokens, n, k, false)) {
+  if (!prefers_gemv(tokens, n, k, false)) {
     gemm_->run(x, w, residual, false, tokens, n, k, stream_, /*accumulate=*/true);
-    return {};
-  }
-  if (skinny(tokens)) {
-    return {GemvNorm{},
-            launch_skinny_gemm(x, w, gemm_out_.as<float>(), tokens, n, k, stream_, overlap_)};
+    return GemvNorm{};
   }
   GemvNorm left;
   if (next_norm) {
@@ -241,16 +208,15 @@ CudaRunner::ResidualHandOff CudaRunner::add_to_residual(const bf16* x, const bf1
   }
   launch_gemv(x, w, residual, GemvStore::add_fp32, tokens, n, k, stream_, overlap_,
               next_norm ? &left : nullptr);
-  return {left, GemmOutput{}};
+  return left;
 }
 
-const bf16* CudaRunner::normed_rows(const ResidualHandOff& left, const float* norm_weight,
-                                    int tokens) {
-  if (left.norm.weight) return left.norm.rows;
+const bf16* CudaRunner::normed_rows(const GemvNorm& left, const float* norm_weight, int tokens) {
+  if (left.weight) return left.rows;
   const ModelConfig& c = weights_.config();
   bf16* act = activations_.as<bf16>();
   launch_rmsnorm(residual_.as<float>(), nullptr, tokens, c.hidden_size, norm_weight,
-                 float(c.rms_norm_eps), act, stream_, overlap_, left.adds);
+                 float(c.rms_norm_eps), act, stream_, overlap_);
   mark("rmsnorm");
   return act;
 }
@@ -327,8 +293,9 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
   mark("embed");
   AttentionParams attn = step_attention(shape, a, act);
 
-  // What the last projection into the residual left for the next norm.
-  ResidualHandOff left;
+  // What the last projection added into the residual left for the next norm (GemvNorm; no
+  // weight: the next norm runs as a kernel of its own).
+  GemvNorm left;
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights& w = weights_.layers[size_t(l)];
     bf16* k_cache = static_cast<bf16*>(kv_.data()) + uint64_t(2 * l) * layer_kv_elements;
@@ -338,7 +305,7 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     // read; NOTES.md, version 14); decode-only steps keep fp32 for the decode kernel's RoPE.
     QkvRopeParams rope;
     rope.qkv = linear(normed_rows(left, w.input_norm, tokens), w.qkv_proj, gemm_out_.data(), tokens,
-                      qkv, hidden, /*gemm_bf16=*/shape.max_queries > 1, left.norm);
+                      qkv, hidden, /*gemm_bf16=*/shape.max_queries > 1, left);
     mark("qkv linear");
     rope.bias = w.qkv_bias;
     rope.q_norm = w.q_norm;
@@ -369,21 +336,16 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
     launch_paged_attention(attn, stream_);
     mark("attention");
 
-    const bool gate_up_streams = prefers_streaming(tokens, inter, hidden, true);
+    const bool gate_up_gemv = prefers_gemv(tokens, inter, hidden, true);
     left = add_to_residual(act, w.o_proj, tokens, hidden, q_width,
-                           gate_up_streams ? w.post_attention_norm : nullptr);
+                           gate_up_gemv ? w.post_attention_norm : nullptr);
     mark("o linear");
     const bf16* normed = normed_rows(left, w.post_attention_norm, tokens);
     const bf16* gated = act;
-    if (gate_up_streams) {
+    if (gate_up_gemv) {
       bf16* silu_out = reinterpret_cast<bf16*>(gemm_out_.as<char>() + silu_offset_bytes_);
-      if (skinny(tokens)) {
-        launch_skinny_gemm_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden,
-                                    stream_, overlap_);
-      } else {
-        launch_gemv_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden, stream_,
-                             overlap_, left.norm.weight ? &left.norm : nullptr);
-      }
+      launch_gemv_silu_mul(normed, w.gate_up_proj, silu_out, tokens, inter, hidden, stream_,
+                           overlap_, left.weight ? &left : nullptr);
       mark("gate|up linear + silu * mul");
       gated = silu_out;
     } else {
@@ -395,16 +357,15 @@ void CudaRunner::enqueue_step(const StepShape& shape, const StepArrays& a) {
       launch_silu_mul(gemm_out_.as<bf16>(), tokens, inter, act, stream_);
       mark("silu * mul");
     }
-    const bool next_qkv_streams =
-        l + 1 < c.num_layers && prefers_streaming(tokens, qkv, hidden, false);
+    const bool next_qkv_gemv = l + 1 < c.num_layers && prefers_gemv(tokens, qkv, hidden, false);
     left = add_to_residual(gated, w.down_proj, tokens, hidden, inter,
-                           next_qkv_streams ? weights_.layers[size_t(l) + 1].input_norm : nullptr);
+                           next_qkv_gemv ? weights_.layers[size_t(l) + 1].input_norm : nullptr);
     mark("down linear");
   }
   if (shape.samples == 0) return;
   auto* final_hidden = final_hidden_.as<bf16>();
   launch_rmsnorm(x, a.sample_token, shape.samples, hidden, weights_.final_norm, eps, final_hidden,
-                 stream_, overlap_, left.adds);
+                 stream_, overlap_);
   mark("rmsnorm");
   linear(final_hidden, weights_.lm_head, logits_.data(), shape.samples, c.vocab_size, hidden,
          /*gemm_bf16=*/false);

@@ -61,11 +61,11 @@ CudaKernelChoice CudaKernelChoice::from_environment() {
 
 std::string CudaKernelChoice::describe() const {
   std::string text = attention == AttentionKernels::kFast ? "fast attention" : "simple attention";
-  if (gemv_max_tokens > 0) text += ", GEMV up to " + std::to_string(gemv_max_tokens) + " tokens";
-  if (skinny_gemm_max_tokens > gemv_max_tokens) {
-    text += ", skinny GEMM up to " + std::to_string(skinny_gemm_max_tokens) + " tokens";
+  if (gemv_max_tokens > 0) {
+    text += ", GEMV up to " + std::to_string(gemv_max_tokens) + " tokens";
+  } else {
+    text += ", cuBLASLt only";
   }
-  if (gemv_max_tokens == 0 && skinny_gemm_max_tokens == 0) text += ", cuBLASLt only";
   if (overlap_launches) text += ", overlapped launches";
   if (split_sampler) text += ", split sampler";
   if (attention == AttentionKernels::kFast && hopper_flash) text += ", Hopper flash";
@@ -107,16 +107,12 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
   activations_ =
       DeviceBuffer(uint64_t(tokens * std::max({hidden, q_width, inter}) * 2), "activations");
   queries_ = DeviceBuffer(uint64_t(tokens * q_width * 2), "attention queries");
-  // The fused gate|up GEMV or skinny GEMM of a decode step writes its bf16 output
-  // (silu_offset_bytes_) past the partials the down projection's skinny GEMM then writes.
-  const int64_t skinny_partials =
-      kSkinnyMaxTokens * std::max({skinny_gemm_splits(int(qkv), int(hidden)) * qkv,
-                                   skinny_gemm_splits(int(hidden), int(q_width)) * hidden,
-                                   skinny_gemm_splits(int(hidden), int(inter)) * hidden});
-  silu_offset_bytes_ = uint64_t((skinny_partials * 4 + 255) / 256 * 256);
+  // The fused gate|up GEMV of a decode step writes its bf16 output past the down projection's
+  // fp32 output (silu_offset_bytes_), which the down GEMV then reads.
+  silu_offset_bytes_ = uint64_t((kGemvMaxTokens * hidden * 4 + 255) / 256 * 256);
   gemm_out_ =
       DeviceBuffer(uint64_t(std::max({tokens * qkv * 4, tokens * 2 * inter * 2, tokens * hidden * 4,
-                                      int64_t(silu_offset_bytes_) + kSkinnyMaxTokens * inter * 2})),
+                                      int64_t(silu_offset_bytes_) + kGemvMaxTokens * inter * 2})),
                    "GEMM outputs");
   gemv_norm_sums_offset_ = uint64_t((kGemvMaxTokens * hidden * 2 + 255) / 256 * 256);
   gemv_norm_ =
@@ -148,8 +144,6 @@ CudaRunner::CudaRunner(DeviceWeights weights, const CudaRunnerOptions& options)
 
   options_.kernels.gemv_max_tokens =
       std::clamp(options_.kernels.gemv_max_tokens, 0, kGemvMaxTokens);
-  options_.kernels.skinny_gemm_max_tokens =
-      std::clamp(options_.kernels.skinny_gemm_max_tokens, 0, kSkinnyMaxTokens);
   int largest = std::min(options_.max_seqs_per_step, options_.max_tokens_per_step);
   for (int b : kBucketCandidates) {
     if (b <= largest) buckets_.push_back(b);
@@ -309,8 +303,6 @@ void CudaRunner::set_kernels(const CudaKernelChoice& kernels) {
   destroy_graphs();
   options_.kernels = kernels;
   options_.kernels.gemv_max_tokens = std::clamp(kernels.gemv_max_tokens, 0, kGemvMaxTokens);
-  options_.kernels.skinny_gemm_max_tokens =
-      std::clamp(kernels.skinny_gemm_max_tokens, 0, kSkinnyMaxTokens);
   choose_launch_overlap();
   time_linear_kernels();
   if (inputs_ && options_.use_graphs) capture_graphs();
@@ -361,12 +353,12 @@ void CudaRunner::capture_graphs() {
     // The GEMV was chosen one layer shape at a time; a step runs it between other kernels, where
     // a near tie can turn. The same step with every linear layer on cuBLASLt is timed against it
     // (padding rows: the linear layers are the whole difference) and the faster kept.
-    std::vector<std::tuple<int, int, int, bool>> streaming_shapes;
-    for (const auto& [shape, wins] : streaming_wins_) {
-      if (wins && std::get<0>(shape) == bucket) streaming_shapes.push_back(shape);
+    std::vector<std::tuple<int, int, int, bool>> gemv_shapes;
+    for (const auto& [shape, wins] : gemv_wins_) {
+      if (wins && std::get<0>(shape) == bucket) gemv_shapes.push_back(shape);
     }
-    if (!streaming_shapes.empty() && options_.time_linear_choices) {
-      for (const auto& shape : streaming_shapes) streaming_wins_[shape] = false;
+    if (!gemv_shapes.empty() && options_.time_linear_choices) {
+      for (const auto& shape : gemv_shapes) gemv_wins_[shape] = false;
       cudaGraphExec_t cublas_graph = nullptr;
       float gemv_ms = 0, cublas_ms = 0;
       try {
@@ -379,7 +371,7 @@ void CudaRunner::capture_graphs() {
         throw;
       }
       if (gemv_ms <= cublas_ms) {
-        for (const auto& shape : streaming_shapes) streaming_wins_[shape] = true;
+        for (const auto& shape : gemv_shapes) gemv_wins_[shape] = true;
         cudaGraphExecDestroy(cublas_graph);
       } else {
         cudaGraphExecDestroy(graph);

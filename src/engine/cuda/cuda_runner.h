@@ -47,15 +47,13 @@
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/gemv.h"
 #include "engine/cuda/kv_pool_memory.h"
-#include "engine/cuda/skinny_gemm.h"
 #include "engine/cuda/step_inputs.h"
 #include "engine/model/runner.h"
 
 namespace gpufrac::engine {
 
 // Which kernels the forward pass uses: the fast paths (flash/tiled attention, attention.h; the
-// weight-streaming GEMV and skinny GEMM for small token counts, gemv.h and skinny_gemm.h;
-// overlapped launches, kernel_launch.cuh)
+// weight-streaming GEMV for small token counts, gemv.h; overlapped launches, kernel_launch.cuh)
 // or the simple ones they are checked against. GPUFRAC_CUDA_SIMPLE=1 in the environment selects
 // the simple ones everywhere, so a broken fast kernel cannot block a run.
 struct CudaKernelChoice {
@@ -73,11 +71,8 @@ struct CudaKernelChoice {
   // decode rows beside its prompt chunks (AttentionParams::flash_sms); the decode rows take the
   // rest. 100: one flash block per work item, and every decode block waits for the flash kernel.
   int flash_sm_percent_beside_decodes = 50;
-  // Linear layers with more tokens than gemv_max_tokens and at most this many may use the
-  // skinny GEMM (where it wins the start-up timing); 0: never. Off until timed on a GPU.
-  int skinny_gemm_max_tokens = 0;
   static CudaKernelChoice simple() {
-    return {AttentionKernels::kSimple, 0, false, false, false, 100, 0};
+    return {AttentionKernels::kSimple, 0, false, false, false, 100};
   }
   static CudaKernelChoice from_environment();
   std::string describe() const;
@@ -168,44 +163,30 @@ class CudaRunner final : public ModelRunner {
     // Sequences before the first of at least kFlashMinQueries tokens (AttentionParams).
     int first_flash_seq = 0;
   };
-  // What the last projection into the residual left for the next norm: the GEMV's GemvNorm
-  // (weight set), the skinny GEMM's partials still to be added (adds.data set: launch_rmsnorm
-  // adds them), or neither (cuBLASLt accumulated).
-  struct ResidualHandOff {
-    GemvNorm norm;
-    GemmOutput adds;
-  };
-  // y = x W^T for `tokens` rows: the weight-streaming kernel where it won the start-up timing
-  // (prefers_streaming: the GEMV, or the skinny GEMM's partials), writing fp32, else cuBLASLt,
-  // writing bf16 when `gemm_bf16` (half the bytes for a consumer kernel to read) and fp32
-  // otherwise. With a GemvNorm `takes` (x its rows), the GEMV that applies it. Returns where y
-  // was left.
+  // y = x W^T for `tokens` rows: the GEMV for few tokens (kernels().gemv_max_tokens) where it
+  // won the start-up timing (prefers_gemv), writing fp32, else cuBLASLt, writing bf16 when
+  // `gemm_bf16` (half the bytes for a consumer kernel to read) and fp32 otherwise. With a
+  // GemvNorm `takes` (x its rows), the GEMV that applies it. Returns where y was left.
   GemmOutput linear(const bf16* x, const bf16* w, void* y, int tokens, int n, int k, bool gemm_bf16,
                     const GemvNorm& takes = GemvNorm{});
   // residual_ += x W^T (`tokens` rows, an (n, k) layer): the GEMV where linear() would take it,
-  // leaving the GemvNorm for `next_norm` when given; the skinny GEMM, leaving its partials for
-  // the next norm to add; else cuBLASLt accumulating.
-  ResidualHandOff add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
-                                  const float* next_norm);
+  // leaving the GemvNorm for `next_norm` when given, else cuBLASLt accumulating (and no GemvNorm).
+  GemvNorm add_to_residual(const bf16* x, const bf16* w, int tokens, int n, int k,
+                           const float* next_norm);
   // The bf16 rows RMSNorm(residual_) with `norm_weight` is taken from: those a GemvNorm left
-  // (still unscaled: the GEMV reading them scales), else what launch_rmsnorm writes into
-  // activations_ (adding the partials `left` holds first).
-  const bf16* normed_rows(const ResidualHandOff& left, const float* norm_weight, int tokens);
-  // Whether the weight-streaming kernel (the GEMV up to kernels().gemv_max_tokens tokens, the
-  // skinny GEMM beyond, up to kernels().skinny_gemm_max_tokens; fused_silu: their SiLU * mul
-  // forms against cuBLASLt + launch_silu_mul) is used for `tokens` rows of the (n, k) linear
-  // layer: only where it won the start-up timing, so a shape never timed takes cuBLASLt, which
-  // runs every shape.
-  bool prefers_streaming(int tokens, int n, int k, bool fused_silu) const;
-  // Whether `tokens` rows go to the skinny GEMM rather than the GEMV, when streamed.
-  bool skinny(int tokens) const { return tokens > options_.kernels.gemv_max_tokens; }
+  // (`left`, still unscaled: the GEMV reading them scales), else what launch_rmsnorm writes into
+  // activations_.
+  const bf16* normed_rows(const GemvNorm& left, const float* norm_weight, int tokens);
+  // Whether the GEMV (fused_silu: launch_gemv_silu_mul against cuBLASLt + launch_silu_mul) is
+  // used for `tokens` rows of the (n, k) linear layer: only where it won the start-up timing, so
+  // a shape never timed takes cuBLASLt, which runs every shape.
+  bool prefers_gemv(int tokens, int n, int k, bool fused_silu) const;
   // Times cuBLASLt's candidate algorithms for every linear shape of the model at the decode
   // buckets, powers of two and max_tokens_per_step rows, and keeps the fastest (gemm.h).
   void tune_linear_layers();
-  // Times the weight-streaming kernels against cuBLASLt once for every linear shape of the model
-  // (the lm_head: the skinny GEMM only where it leaves one partial) and every token count they
-  // take, on the layers' distinct weights; fills streaming_wins_ (every entry true without
-  // options_.time_linear_choices).
+  // Times the GEMV against cuBLASLt once for every linear shape of the model and every token
+  // count up to kernels().gemv_max_tokens, on the layers' distinct weights; fills gemv_wins_
+  // (every entry true without options_.time_linear_choices).
   void time_linear_kernels();
   // The attention parameters every layer of a step shares, writing `out` (cuda_forward.cpp).
   AttentionParams step_attention(const StepShape& shape, const StepArrays& arrays, bf16* out);
@@ -213,8 +194,8 @@ class CudaRunner final : public ModelRunner {
   void enqueue_step(const StepShape& shape, const StepArrays& arrays);
   // The decode graph of `bucket` padding rows, as enqueue_step runs them now.
   cudaGraphExec_t capture_decode_graph(int bucket);
-  // Every bucket's decode graph; where it runs a weight-streaming kernel, the same step with
-  // cuBLASLt alone is timed against it and the faster kept (streaming_wins_ follows the verdict).
+  // Every bucket's decode graph; where it runs the GEMV, the same step with cuBLASLt alone is
+  // timed against it and the faster kept (gemv_wins_ follows the verdict).
   void capture_graphs();
   // allocate_kv_cache (elastic = false) and reserve_kv_cache: the pool, its step inputs, graphs.
   void set_up_kv_cache(int num_blocks, int block_size, bool elastic);
@@ -237,14 +218,14 @@ class CudaRunner final : public ModelRunner {
   std::string device_label_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CublasLtGemm> gemm_;
-  std::map<std::tuple<int, int, int, bool>, bool> streaming_wins_;  // (tokens, n, k, fused_silu)
+  std::map<std::tuple<int, int, int, bool>, bool> gemv_wins_;  // (tokens, n, k, fused_silu)
 
   // Activations, sized for options_ at construction.
   DeviceBuffer residual_;           // fp32 [tokens][hidden]
   DeviceBuffer activations_;        // bf16 [tokens][max(hidden, q_width, intermediate)]
   DeviceBuffer queries_;            // bf16 [tokens][q_width]
   DeviceBuffer gemm_out_;           // GEMM outputs (fp32 or bf16)
-  uint64_t silu_offset_bytes_ = 0;  // where in gemm_out_ the fused gate|up GEMV/skinny GEMM write
+  uint64_t silu_offset_bytes_ = 0;  // where in gemm_out_ the fused gate|up GEMV writes
   DeviceBuffer gemv_norm_;          // a GemvNorm's rows (bf16 [kGemvMaxTokens][hidden]), then sums
   uint64_t gemv_norm_sums_offset_ = 0;
   DeviceBuffer attention_partials_;

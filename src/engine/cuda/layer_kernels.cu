@@ -23,24 +23,15 @@ __global__ void embed_kernel(const bf16* embed, const int32_t* token_ids,
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[i] = __bfloat162float(row[i]);
 }
 
-__global__ void rmsnorm_kernel(float* x, const int32_t* row_index, int hidden,
-                               const float* weight, float eps, bf16* out, GemmOutput adds) {
+__global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hidden,
+                               const float* weight, float eps, bf16* out) {
   __shared__ float scratch[32];
   wait_for_previous_grid();
   allow_next_grid_launch();
   const int r = blockIdx.x;
-  const int64_t row = int64_t(row_index ? row_index[r] : r) * hidden;
-  float* xr = x + row;
+  const float* xr = x + int64_t(row_index ? row_index[r] : r) * hidden;
   float sum_squares = 0;
-  const float* parts = static_cast<const float*>(adds.data);
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    if (parts) {  // in the vector kernel's order: x, then each partial
-      float v = xr[i];
-      for (int p = 0; p < adds.parts; ++p) v += parts[p * adds.part_stride + row + i];
-      xr[i] = v;
-    }
-    sum_squares += xr[i] * xr[i];
-  }
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) sum_squares += xr[i] * xr[i];
   const float scale = rsqrtf(block_sum(sum_squares, scratch) / float(hidden) + eps);
   bf16* o = out + int64_t(r) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -48,53 +39,24 @@ __global__ void rmsnorm_kernel(float* x, const int32_t* row_index, int hidden,
   }
 }
 
-// rmsnorm_kernel for the common case (hidden % 4 == 0, 16-byte aligned rows and partials): each
-// thread keeps its kVec float4 of the row in registers, so the row (and each partial added) is
-// read once with 16-byte loads, all in flight before the reduction.
+// rmsnorm_kernel for the common case (hidden % 4 == 0, 16-byte aligned rows): each thread keeps
+// its kVec float4 of the row in registers, so the row is read once with 16-byte loads (all in
+// flight before the reduction).
 template <int kVec>
-__global__ void rmsnorm_vec_kernel(float* x, const int32_t* row_index, int hidden,
-                                   const float* weight, float eps, bf16* out, GemmOutput adds) {
+__global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int hidden,
+                                   const float* weight, float eps, bf16* out) {
   __shared__ float scratch[32];
   wait_for_previous_grid();
   allow_next_grid_launch();
   const int r = blockIdx.x;
   const int n4 = hidden / 4;
-  const int64_t row = int64_t(row_index ? row_index[r] : r) * hidden;
-  float4* xr = reinterpret_cast<float4*>(x + row);
+  const float4* xr =
+      reinterpret_cast<const float4*>(x + int64_t(row_index ? row_index[r] : r) * hidden);
   float4 v[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int idx = threadIdx.x + i * blockDim.x;
     v[i] = idx < n4 ? xr[idx] : make_float4(0, 0, 0, 0);
-  }
-  if (adds.data) {
-    constexpr int kPartsInFlight = 4;  // partials loaded before any is added
-    const float* parts = static_cast<const float*>(adds.data) + row;
-    for (int p0 = 0; p0 < adds.parts; p0 += kPartsInFlight) {
-      float4 a[kPartsInFlight][kVec];
-#pragma unroll
-      for (int q = 0; q < kPartsInFlight; ++q) {
-        const float4* part = reinterpret_cast<const float4*>(parts + (p0 + q) * adds.part_stride);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const int idx = threadIdx.x + i * blockDim.x;
-          a[q][i] = p0 + q < adds.parts && idx < n4 ? part[idx] : make_float4(0, 0, 0, 0);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kPartsInFlight; ++q) {
-        if (p0 + q >= adds.parts) break;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          v[i].x += a[q][i].x, v[i].y += a[q][i].y, v[i].z += a[q][i].z, v[i].w += a[q][i].w;
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const int idx = threadIdx.x + i * blockDim.x;
-      if (idx < n4) xr[idx] = v[i];
-    }
   }
   float sum_squares = 0;
 #pragma unroll
@@ -191,25 +153,20 @@ void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* pr
   GPUFRAC_LAUNCH_CHECK();
 }
 
-void launch_rmsnorm(float* x, const int32_t* row_index, int rows, int hidden,
-                    const float* weight, float eps, bf16* out, cudaStream_t stream, bool overlap,
-                    const GemmOutput& adds) {
+void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden,
+                    const float* weight, float eps, bf16* out, cudaStream_t stream, bool overlap) {
   if (rows == 0) return;
-  if (adds.data && adds.is_bf16) {
-    throw_cuda_failure("launch_rmsnorm", __FILE__, __LINE__, "adds fp32 partials only");
-  }
   constexpr int kVec = 4;
   auto aligned = [](const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const bool adds_aligned = !adds.data || (aligned(adds.data, 16) && adds.part_stride % 4 == 0);
   if (hidden % 4 == 0 && hidden / 4 <= kVec * 1024 && aligned(x, 16) && aligned(weight, 16) &&
-      aligned(out, 8) && adds_aligned) {
+      aligned(out, 8)) {
     const int per_thread = (hidden / 4 + kVec - 1) / kVec;
     const int threads = (per_thread + 31) / 32 * 32;
     launch_kernel(rmsnorm_vec_kernel<kVec>, dim3(rows), dim3(threads), 0, stream, overlap, x,
-                  row_index, hidden, weight, eps, out, adds);
+                  row_index, hidden, weight, eps, out);
   } else {
     launch_kernel(rmsnorm_kernel, dim3(rows), dim3(norm_threads(hidden)), 0, stream, overlap, x,
-                  row_index, hidden, weight, eps, out, adds);
+                  row_index, hidden, weight, eps, out);
   }
 }
 

@@ -25,12 +25,10 @@ void launch_embed(const bf16* embed, const int32_t* token_ids, const int32_t* pr
                   int tokens, int hidden, float* x, cudaStream_t stream);
 
 // out[r] = bf16(x[i] / sqrt(mean(x[i]^2) + eps) * weight) for each output row r, with input row
-// i = row_index ? row_index[r] : r. With `adds` (fp32 split-K partials of a GEMM, [.][hidden]
-// rows indexed as x), x[i] += their sum first and is written back: the residual add of a
-// projection that left partials (skinny_gemm.h).
-void launch_rmsnorm(float* x, const int32_t* row_index, int rows, int hidden, const float* weight,
-                    float eps, bf16* out, cudaStream_t stream, bool overlap = false,
-                    const GemmOutput& adds = GemmOutput{});
+// i = row_index ? row_index[r] : r.
+void launch_rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden,
+                    const float* weight, float eps, bf16* out, cudaStream_t stream,
+                    bool overlap = false);
 
 struct QkvRopeParams {
   GemmOutput qkv;                    // [tokens][q_width + 2 kv_width]: q | k | v

@@ -61,30 +61,12 @@ __device__ __forceinline__ void load_head(const QkvRopeParams& p, int t, QkvPart
       const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
       v[4 * q] = lo.x, v[4 * q + 1] = lo.y, v[4 * q + 2] = hi.x, v[4 * q + 3] = hi.y;
     }
-  } else if (kPerLane % 4 == 0) {  // fp32 (split-K partials summed), 16-byte loads
-    const float* data = static_cast<const float*>(p.qkv.data) + at;
+  } else if (kPerLane % 4 == 0 && p.qkv.parts == 1) {  // 16-byte loads
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.qkv.data) + at);
 #pragma unroll
-    for (int d = 0; d < kPerLane; ++d) v[d] = 0.0f;
-    constexpr int kPartsInFlight = 4;  // partials loaded before any is added
-    for (int part0 = 0; part0 < p.qkv.parts; part0 += kPartsInFlight) {
-      float4 f[kPartsInFlight][kPerLane >= 4 ? kPerLane / 4 : 1];
-#pragma unroll
-      for (int part = 0; part < kPartsInFlight; ++part) {
-        const float* part_data = data + (part0 + part) * p.qkv.part_stride;
-        const float4* src = reinterpret_cast<const float4*>(part_data);
-#pragma unroll
-        for (int q = 0; q < kPerLane / 4; ++q) {
-          f[part][q] = part0 + part < p.qkv.parts ? src[q] : make_float4(0, 0, 0, 0);
-        }
-      }
-#pragma unroll
-      for (int part = 0; part < kPartsInFlight; ++part) {
-#pragma unroll
-        for (int q = 0; q < kPerLane / 4; ++q) {
-          v[4 * q] += f[part][q].x, v[4 * q + 1] += f[part][q].y;
-          v[4 * q + 2] += f[part][q].z, v[4 * q + 3] += f[part][q].w;
-        }
-      }
+    for (int q = 0; q < kPerLane / 4; ++q) {
+      const float4 f = src[q];
+      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
     }
   } else {
 #pragma unroll

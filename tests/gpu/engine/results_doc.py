@@ -214,10 +214,8 @@ def main():
         w("Variants: fast (all fast paths), serial (the fast kernels without overlapped "
           "launches), mma-flash (prompt chunks on the mma.sync flash kernel instead of the "
           "Hopper one), flash-sm-100 (prompt chunks' flash kernel on every SM beside decode rows, "
-          "which wait for it; the default holds it to 50%), skinny (fast, with the skinny GEMM "
-          "timed against cuBLASLt past the GEMV's tokens and kept where it wins), "
-          "simple-attention (fast GEMV, simple attention), cublas (fast attention, cuBLASLt for "
-          "every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
+          "which wait for it; the default holds it to 50%), simple-attention (fast GEMV, simple attention), cublas (fast attention, "
+          "cuBLASLt for every linear layer), simple (GPUFRAC_CUDA_SIMPLE=1).\n")
         w("| point | " + " | ".join(names) + " |")
         w("|---|" + "---|" * len(names))
         for r in b["decode"]:
@@ -256,23 +254,19 @@ def main():
             w("")
 
     w("\n## Linear layers through cuBLASLt (ms per layer, distinct weights per layer)\n")
-    w("GEMV and skinny GEMM: the weight-streaming kernels (gemv.h, skinny_gemm.h) at the same "
-      "shape, for the token counts they serve; the runner times them against cuBLASLt at start-up "
-      "and keeps the faster per shape.\n")
+    w("GEMV: the weight-streaming kernel (gemv.h) at the same shape, for the token counts it "
+      "serves; the runner times both at start-up and keeps the faster per shape.\n")
     w("ms: the algorithm the runner keeps from timing cuBLASLt's candidates at start-up; "
       "heuristic's first: the one cuBLASLt ranks first for the shape.\n")
-    w("| shape | m | n | k | ms | heuristic's first ms | weight bytes / s | GEMV ms | GEMV / cuBLASLt | skinny ms | skinny / cuBLASLt | floor ms |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
-
-    def against_cublas(g, key):
-        return (f"{g[key]:.4f} | {g[key] / g['cublaslt_ms']:.2f}" if key in g else "- | -")
-
+    w("| shape | m | n | k | ms | heuristic's first ms | weight bytes / s | GEMV ms | GEMV / cuBLASLt | floor ms |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     for g in b["gemm_shapes"]:
+        gemv = (f"{g['gemv_ms']:.4f} | {g['gemv_ms'] / g['cublaslt_ms']:.2f}"
+                if "gemv_ms" in g else "- | -")
         first = (f"{g['cublaslt_first_algorithm_ms']:.4f}"
                  if "cublaslt_first_algorithm_ms" in g else "-")
         w(f"| {g['shape']} | {g['m']} | {g['n']} | {g['k']} | {g['cublaslt_ms']:.4f} | {first} | "
-          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {against_cublas(g, 'gemv_ms')} | "
-          f"{against_cublas(g, 'skinny_ms')} | {g['floor_ms']:.4f} |")
+          f"{g['cublaslt_bytes_per_s'] / 1e12:.2f} TB/s | {gemv} | {g['floor_ms']:.4f} |")
 
     w("\n## Correctness in the same run\n")
     for line in verdicts(a.suite_dir):
