@@ -137,6 +137,16 @@ __device__ __forceinline__ void kv_pipeline_next(const AttentionParams& p, const
 
 // ---- Flash attention for prompt chunks --------------------------------------------------------
 
+// d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Four 8x8 bf16 matrices from shared memory (B fragments of K^T from a row-major [key][dim]
 // tile: b0, b1 of two k-steps): lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const bf16* row_address) {

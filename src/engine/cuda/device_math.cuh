@@ -1,6 +1,6 @@
 // Device-side helpers shared by the kernels: bf16 <-> fp32 vector conversions, warp and block
-// reductions, streaming weight loads, asynchronous copies into shared memory, the mma.sync
-// wrapper, and the "GEMM output" reader that lets a consumer kernel sum split-K partials.
+// reductions, asynchronous copies into shared memory, and the "GEMM output" reader that lets a
+// consumer kernel sum split-K partials.
 // Header-only, included by .cu files only.
 #pragma once
 
@@ -107,15 +107,6 @@ __device__ __forceinline__ void store_bf16x4(bf16* dst, const float in[4]) {
   *reinterpret_cast<uint2*>(dst) = raw;
 }
 
-// Streaming 16-byte load: read-only, not allocated in L1 (each weight is read once per step).
-__device__ __forceinline__ uint4 load_streaming(const uint4* src) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(src));
-  return r;
-}
-
 // Starts a 16-byte copy from global memory to the shared-memory address `shared` (a
 // __cvta_generic_to_shared value): cp.async.cg, through L2 only. It lands at cp_async_wait after
 // the cp_async_commit of its group.
@@ -132,17 +123,6 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// d += a (16x16 bf16, row-major fragment) * b (16x8 bf16, column fragment), fp32 accumulators
-// (PTX mma.sync m16n8k16; sm_80 and later).
-__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Reads element `index` of a GEMM output (GemmOutput in cuda_types.h): the sum of its split-K

@@ -1,5 +1,7 @@
 #include "engine/cuda/gemv.h"
 
+#include <atomic>
+
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_math.cuh"
 #include "engine/cuda/kernel_launch.cuh"
@@ -10,6 +12,15 @@ namespace {
 
 constexpr int kThreads = 128;  // per block; all of them split the k dimension
 constexpr int kUnroll = 4;     // 16-byte loads in flight per weight row per thread
+
+// Streaming 16-byte load: read-only, not allocated in L1 (each weight is read once per step).
+__device__ __forceinline__ uint4 load_streaming(const uint4* src) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(src));
+  return r;
+}
 
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
@@ -184,6 +195,21 @@ __global__ void __launch_bounds__(kThreads, kM <= 2 ? 4 : 3) gemv_kernel(GemvArg
     }
     __syncthreads();  // partial and left_squares are the next group's
   }
+}
+
+// SMs of the current device the process may use (cudaDevAttrMultiProcessorCount, which an MPS
+// active-thread percentage lowers), asked once per device (each time past kRememberedDevices).
+int device_sms() {
+  constexpr int kRememberedDevices = 64;
+  static std::atomic<int> remembered[kRememberedDevices];
+  int device = 0;
+  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
+  int sms = device < kRememberedDevices ? remembered[device].load(std::memory_order_relaxed) : 0;
+  if (sms == 0) {
+    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (device < kRememberedDevices) remembered[device].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
 }
 
 // Blocks of gemv_kernel<kM, kSilu, kRows> resident at once per SM.

@@ -1,8 +1,7 @@
 // Kernel launches that may overlap the previous kernel on the stream (programmatic dependent
-// launch, Hopper and later), and the SM count that grids are sized for. The decode chain's
-// kernels are short, and without overlap each one's blocks start only after the previous kernel
-// has drained, so every boundary costs the launch latency and the ramp of the next kernel's
-// first memory requests.
+// launch, Hopper and later): the decode chain's kernels are short, and without it each one's
+// blocks start only after the previous kernel has drained, so every boundary costs the launch
+// latency and the ramp of the next kernel's first memory requests.
 //
 // Contract of a kernel launched with `overlap`:
 // - it may start while the previous kernel on the stream still runs; before
@@ -20,7 +19,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <utility>
 
 #include "engine/cuda/cuda_check.h"
@@ -37,21 +35,6 @@ __device__ __forceinline__ void allow_next_grid_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-// SMs of the current device the process may use (cudaDevAttrMultiProcessorCount, which an MPS
-// active-thread percentage lowers), asked once per device (each time past kRememberedDevices).
-inline int device_sms() {
-  constexpr int kRememberedDevices = 64;
-  static std::atomic<int> remembered[kRememberedDevices];
-  int device = 0;
-  GPUFRAC_CUDA_CHECK(cudaGetDevice(&device));
-  int sms = device < kRememberedDevices ? remembered[device].load(std::memory_order_relaxed) : 0;
-  if (sms == 0) {
-    GPUFRAC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (device < kRememberedDevices) remembered[device].store(sms, std::memory_order_relaxed);
-  }
-  return sms;
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...), with programmatic stream serialization when
